@@ -1,0 +1,56 @@
+"""Request dependencies: the process's services and the caller's tenant."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from api.ingestion import IngestionService
+from ldims.catalog import Catalog
+from ldims.errors import InvalidInput, Unauthorized
+from ldims.settings import Settings
+from workers import Dispatcher
+
+TENANT_HEADER = "X-LDIMS-Tenant"
+_TENANT = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+@dataclass
+class Services:
+    """Long-lived objects of one API process, built in the app factory."""
+
+    settings: Settings
+    catalog: Catalog
+    dispatcher: Dispatcher
+    ingestion: IngestionService
+
+
+def get_services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+def get_tenant(request: Request, services: Annotated[Services, Depends(get_services)]) -> str:
+    """The caller's tenant: from its API key when keys are configured, else from a header."""
+    keys = services.settings.api_keys
+    if keys:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthorized("Send 'Authorization: Bearer <API key>'.")
+        digest = hashlib.sha256(token.encode()).hexdigest()
+        for known, tenant in keys.items():
+            if hmac.compare_digest(known, digest):
+                return tenant
+        raise Unauthorized("Unknown API key.")
+    tenant = request.headers.get(TENANT_HEADER, services.settings.default_tenant)
+    if not _TENANT.match(tenant):
+        raise InvalidInput("Bad tenant name.", field=TENANT_HEADER)
+    return tenant
+
+
+ServicesDep = Annotated[Services, Depends(get_services)]
+Tenant = Annotated[str, Depends(get_tenant)]

@@ -1,0 +1,78 @@
+"""One place that turns errors into the seed's REST bodies.
+
+``LdimsError`` → its status and ``{isError, errorCode, errorMessage, errorDetails}``;
+``StillProcessing`` → 202 ``{"status": "processing", "message": …}`` as the seed asks;
+request validation errors → 400 ``INVALID_INPUT`` naming the field; anything else →
+500 ``SERVER_ERROR`` without internals.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from sqlalchemy.exc import OperationalError as DatabaseUnavailable
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ldims.errors import (
+    InvalidInput,
+    LdimsError,
+    NotFound,
+    ServiceUnavailable,
+    StillProcessing,
+)
+
+log = logging.getLogger(__name__)
+
+
+def error_response(error: LdimsError) -> JSONResponse:
+    if isinstance(error, StillProcessing):
+        body = {"status": "processing", "message": error.message, **error.details}
+        return JSONResponse(body, status_code=202, headers={"Retry-After": "2"})
+    headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    return JSONResponse(error.body(), status_code=error.http_status, headers=headers)
+
+
+async def _ldims_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, LdimsError)
+    return error_response(exc)
+
+
+async def _validation_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    first = exc.errors()[0] if exc.errors() else {}
+    location = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "path")]
+    return error_response(
+        InvalidInput(field=".".join(location) or None, issue=first.get("msg", "invalid value"))
+    )
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.status_code == 404:
+        return error_response(NotFound("No such endpoint."))
+    if exc.status_code == 405:
+        error = InvalidInput("Method not allowed on this endpoint.")
+        return JSONResponse(error.body(), status_code=405)
+    error = LdimsError(str(exc.detail))
+    return JSONResponse(error.body(), status_code=exc.status_code)
+
+
+async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
+    log.error("catalog unavailable: %s", type(exc).__name__)
+    return error_response(ServiceUnavailable("The catalog database is unavailable.", component="catalog"))
+
+
+async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unhandled error", exc_info=exc)
+    return error_response(LdimsError())
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(LdimsError, _ldims_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(StarletteHTTPException, _http_error)
+    app.add_exception_handler(DatabaseUnavailable, _database_down)
+    app.add_exception_handler(Exception, _unexpected)

@@ -1,0 +1,241 @@
+"""The one core of document intake, reads and deletes; REST, webhooks and MCP call it.
+
+An accepted document is committed to the catalog (status ``queued``) before anyone is
+told it was accepted; the task is published after the commit. A failure to publish after
+the commit is not an error for the caller: the reconciler re-drives the document.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from ldims.blobs import BlobStore, StoredBlob
+from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
+from ldims.errors import (
+    ContentUnavailable,
+    Forbidden,
+    InvalidInput,
+    NotFound,
+    ServiceUnavailable,
+    StillProcessing,
+)
+from ldims.settings import Settings
+from workers import Dispatcher, ExtractionResult, ExtractStore, detect_format
+
+log = logging.getLogger(__name__)
+DOCUMENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class DocumentMeta:
+    """Metadata a submitter gives with a document (all optional but the name)."""
+
+    name: str
+    collection: str
+    document_type: str | None = None
+    submitter: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class IngestOutcome:
+    document: Document
+    created: bool  # a new document
+    queued: bool  # a new version was queued (False: identical content, nothing to do)
+
+
+def validate_document_id(document_id: str) -> str:
+    if not DOCUMENT_ID.match(document_id):
+        raise InvalidInput(
+            "documentId must be 1-64 characters of letters, digits and _ . : -",
+            field="documentId",
+        )
+    return document_id
+
+
+def content_document_id(tenant: str, sha256: str) -> str:
+    """The id a document without an explicit id gets: the same content, the same id."""
+    digest = hashlib.sha256(f"{tenant}\0{sha256}".encode()).digest()
+    return "doc_" + base64.b32encode(digest).decode().lower()[:24]
+
+
+class IngestionService:
+    def __init__(
+        self, settings: Settings, catalog: Catalog, dispatcher: Dispatcher
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.dispatcher = dispatcher
+        self.blobs = BlobStore(settings.blobs_dir)
+        self.extracts = ExtractStore(settings.extracts_dir)
+
+    # --- reads -----------------------------------------------------------------------------
+    def get(self, session: Session, tenant: str, document_id: str) -> Document:
+        """The document, or ``NotFound`` / ``Forbidden`` (it belongs to another tenant)."""
+        document = repository.get_document(session, document_id)
+        if document is None:
+            raise NotFound(documentId=document_id)
+        if document.tenant != tenant:
+            raise Forbidden(documentId=document_id)
+        return document
+
+    def read_content(self, tenant: str, document_id: str) -> tuple[Document, ExtractionResult]:
+        """The extracted content of a completed document, or the error its state calls for."""
+        with self.catalog.session() as session:
+            document = self.get(session, tenant, document_id)
+        if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
+            raise StillProcessing(documentId=document.id, documentStatus=document.status)
+        if document.status == DocumentStatus.FAILED.value:
+            raise ContentUnavailable(
+                documentId=document.id,
+                status=document.status,
+                failureCode=document.error_code,
+                reason=document.error_message,
+            )
+        fmt = document.format or ""
+        if not document.sha256 or not self.extracts.exists(document.sha256, fmt):
+            raise ContentUnavailable(
+                "The extracted content is missing; re-upload the document.",
+                documentId=document.id,
+                status=document.status,
+                failureCode="CONTENT_MISSING",
+            )
+        return document, self.extracts.load(document.sha256, fmt)
+
+    # --- writes ----------------------------------------------------------------------------
+    def ingest_blob(
+        self,
+        tenant: str,
+        blob: StoredBlob,
+        head: bytes,
+        meta: DocumentMeta,
+        document_id: str | None = None,
+    ) -> IngestOutcome:
+        """Record a stored original as a new document or a new version, and queue it."""
+        try:
+            self.dispatcher.ping()
+        except ServiceUnavailable:
+            self.discard_blob(blob.sha256)
+            raise
+        fields = {"sha256": blob.sha256, "size": blob.size, "format": detect_format(head, meta.name)}
+        outcome = self._record(tenant, meta, fields, document_id)
+        if outcome.queued:
+            self._publish(lambda: self.dispatcher.extract(outcome.document.id, blob.sha256))
+        return outcome
+
+    def ingest_url(
+        self, tenant: str, url: str, meta: DocumentMeta, document_id: str | None = None
+    ) -> IngestOutcome:
+        """Record a document whose body a worker will fetch from ``url``."""
+        self.dispatcher.ping()
+        fields = {"sha256": None, "size": None, "format": None, "source_url": url}
+        outcome = self._record(tenant, meta, fields, document_id or "doc_" + secrets.token_hex(10))
+        if outcome.queued:
+            self._publish(lambda: self.dispatcher.fetch(outcome.document.id, url))
+        return outcome
+
+    def delete(self, tenant: str, document_id: str) -> None:
+        """Remove a document from the catalog, the disk and (through the index queue) the index."""
+        self.dispatcher.ping()
+        with self.catalog.session() as session:
+            document = self.get(session, tenant, document_id)
+            sha256 = document.sha256
+            session.delete(document)
+        if sha256:
+            self.discard_blob(sha256)
+        self._publish(lambda: self.dispatcher.delete_from_index([document_id]))
+
+    # --- internals -------------------------------------------------------------------------
+    def _record(
+        self, tenant: str, meta: DocumentMeta, fields: dict[str, object], document_id: str | None
+    ) -> IngestOutcome:
+        sha256 = fields["sha256"]
+        try:
+            with self.catalog.session() as session:
+                if document_id is None:
+                    duplicate = repository.find_by_content(session, tenant, str(sha256))
+                    if duplicate is not None:
+                        return IngestOutcome(duplicate, created=False, queued=False)
+                    document_id = content_document_id(tenant, str(sha256))
+                    if repository.get_document(session, document_id) is not None:
+                        # That id now holds other content (updated since): take a fresh one.
+                        document_id = "doc_" + secrets.token_hex(10)
+                existing = repository.get_document(session, document_id)
+                if existing is None:
+                    document = self._new_document(tenant, document_id, meta, fields)
+                    session.add(document)
+                    return IngestOutcome(document, created=True, queued=True)
+                if existing.tenant != tenant:
+                    raise Forbidden(documentId=document_id)
+                if sha256 is not None and existing.sha256 == sha256:
+                    return IngestOutcome(existing, created=False, queued=False)
+                old_sha256 = existing.sha256
+                self._new_version(existing, meta, fields)
+        except IntegrityError:
+            # A concurrent upload of the same content won the insert: ours is its duplicate.
+            with self.catalog.session() as session:
+                return IngestOutcome(self.get(session, tenant, str(document_id)), False, False)
+        if old_sha256 and old_sha256 != sha256:
+            self.discard_blob(old_sha256)
+        return IngestOutcome(existing, created=False, queued=True)
+
+    def _new_document(
+        self, tenant: str, document_id: str, meta: DocumentMeta, fields: dict[str, object]
+    ) -> Document:
+        now = utcnow()
+        return Document(
+            id=document_id,
+            tenant=tenant,
+            collection=meta.collection,
+            name=meta.name,
+            submitter=meta.submitter,
+            document_type=meta.document_type,
+            created_at=meta.created_at or now,
+            updated_at=now,
+            status_changed_at=now,
+            version=1,
+            status=DocumentStatus.QUEUED.value,
+            attempts=0,
+            **fields,
+        )
+
+    def _new_version(self, document: Document, meta: DocumentMeta, fields: dict[str, object]) -> None:
+        now = utcnow()
+        for key, value in fields.items():
+            setattr(document, key, value)
+        document.name = meta.name
+        document.collection = meta.collection
+        document.document_type = meta.document_type or document.document_type
+        document.submitter = meta.submitter or document.submitter
+        document.created_at = meta.created_at or document.created_at
+        document.version += 1
+        document.status = DocumentStatus.QUEUED.value
+        document.status_changed_at = now
+        document.updated_at = now
+        document.attempts = 0
+        document.error_code = document.error_message = None
+        document.extracted_at = None
+
+    def _publish(self, send: Callable[[], None]) -> None:
+        try:
+            send()
+        except ServiceUnavailable:
+            log.warning("task not published after commit; the reconciler will re-drive it")
+
+    def discard_blob(self, sha256: str) -> None:
+        """Delete an original (and its extractions) that no document refers to any more."""
+        with self.catalog.session() as session:
+            in_use = session.query(Document.id).filter(Document.sha256 == sha256).first()
+        if in_use is None:
+            self.blobs.delete(sha256)
+            self.extracts.delete(sha256)

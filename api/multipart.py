@@ -1,0 +1,118 @@
+"""Streaming multipart parsing of uploads straight into the blob store.
+
+Starlette's ``request.form()`` would spool the whole body before our code runs, so a
+too-large upload would fill the disk first and get its 413 last. Here the body is fed
+chunk by chunk to python-multipart's parser: the ``file`` part goes to a
+:class:`~ldims.blobs.BlobWriter` (hashed and size-capped as it streams); the other parts
+are small text fields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from python_multipart.multipart import MultipartParseError, MultipartParser, parse_options_header
+
+from ldims.blobs import BlobStore, BlobWriter, StoredBlob
+from ldims.errors import InvalidInput
+
+MAX_FIELD_BYTES = 64 * 1024
+MAX_FIELDS = 32
+
+
+@dataclass
+class ParsedUpload:
+    """The stored file of a multipart upload plus its text fields."""
+
+    blob: StoredBlob
+    head: bytes
+    filename: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+class _Collector:
+    """Parser callbacks: route each part's bytes to the blob writer or a field buffer."""
+
+    def __init__(self, blobs: BlobStore, max_bytes: int) -> None:
+        self.blobs = blobs
+        self.max_bytes = max_bytes
+        self.fields: dict[str, str] = {}
+        self.writer: BlobWriter | None = None
+        self.filename = ""
+        self._header_name = b""
+        self._header_value = b""
+        self._part_name = ""
+        self._part_is_file = False
+        self._buffer = bytearray()
+
+    def on_part_begin(self) -> None:
+        self._part_name, self._part_is_file, self._buffer = "", False, bytearray()
+
+    def on_header_field(self, data: bytes, start: int, end: int) -> None:
+        self._header_name += data[start:end]
+
+    def on_header_value(self, data: bytes, start: int, end: int) -> None:
+        self._header_value += data[start:end]
+
+    def on_header_end(self) -> None:
+        if self._header_name.lower() == b"content-disposition":
+            _, options = parse_options_header(self._header_value)
+            self._part_name = options.get(b"name", b"").decode("utf-8", "replace")
+            if self._part_name == "file":
+                if self.writer is not None:
+                    raise InvalidInput("Only one file per upload.", field="file")
+                self._part_is_file = True
+                self.filename = options.get(b"filename", b"").decode("utf-8", "replace")
+                self.writer = self.blobs.writer(self.max_bytes)
+        self._header_name, self._header_value = b"", b""
+
+    def on_part_data(self, data: bytes, start: int, end: int) -> None:
+        if self._part_is_file:
+            assert self.writer is not None
+            self.writer.write(data[start:end])
+            return
+        self._buffer += data[start:end]
+        if len(self._buffer) > MAX_FIELD_BYTES:
+            raise InvalidInput("A form field is too long.", field=self._part_name)
+
+    def on_part_end(self) -> None:
+        if not self._part_is_file and self._part_name:
+            if len(self.fields) >= MAX_FIELDS:
+                raise InvalidInput("Too many form fields.")
+            self.fields[self._part_name] = self._buffer.decode("utf-8", "replace")
+
+    def callbacks(self) -> dict[str, object]:
+        names = ["part_begin", "header_field", "header_value", "header_end", "part_data", "part_end"]
+        return {f"on_{name}": getattr(self, f"on_{name}") for name in names}
+
+
+async def parse_upload(
+    content_type: str, body: AsyncIterator[bytes], blobs: BlobStore, max_bytes: int
+) -> ParsedUpload:
+    """Stream a ``multipart/form-data`` body; the part named ``file`` is the document."""
+    kind, options = parse_options_header(content_type)
+    boundary = options.get(b"boundary")
+    if kind != b"multipart/form-data" or not boundary:
+        raise InvalidInput(
+            "Send the document as multipart/form-data with a part named 'file'.",
+            field="file",
+        )
+    collector = _Collector(blobs, max_bytes)
+    parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
+    try:
+        async for chunk in body:
+            parser.write(chunk)
+        parser.finalize()
+    except MultipartParseError as exc:
+        if collector.writer:
+            collector.writer.abort()
+        raise InvalidInput("The multipart body is malformed.", field="file") from exc
+    except BaseException:
+        if collector.writer:
+            collector.writer.abort()
+        raise
+    if collector.writer is None:
+        raise InvalidInput("The upload has no part named 'file'.", field="file")
+    blob = collector.writer.commit()
+    return ParsedUpload(blob, collector.writer.head, collector.filename, collector.fields)

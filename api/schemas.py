@@ -1,0 +1,100 @@
+"""JSON shapes of the REST API (camelCase, as in the LDIMS seed)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from ldims.catalog import Document
+
+
+class DocumentError(BaseModel):
+    code: str
+    message: str | None
+
+
+class DocumentOut(BaseModel):
+    documentId: str
+    tenant: str
+    collection: str
+    name: str
+    format: str | None
+    size: int | None
+    sha256: str | None
+    submitter: str | None
+    documentType: str | None
+    createdAt: datetime
+    updatedAt: datetime
+    version: int
+    status: str
+    error: DocumentError | None
+    extractedAt: datetime | None
+    pageCount: int | None
+    language: str | None
+    title: str | None
+    sourceUrl: str | None
+
+    @classmethod
+    def of(cls, document: Document) -> DocumentOut:
+        error = (
+            DocumentError(code=document.error_code, message=document.error_message)
+            if document.error_code
+            else None
+        )
+        return cls(
+            documentId=document.id,
+            tenant=document.tenant,
+            collection=document.collection,
+            name=document.name,
+            format=document.format,
+            size=document.size,
+            sha256=document.sha256,
+            submitter=document.submitter,
+            documentType=document.document_type,
+            createdAt=document.created_at,
+            updatedAt=document.updated_at,
+            version=document.version,
+            status=document.status,
+            error=error,
+            extractedAt=document.extracted_at,
+            pageCount=document.page_count,
+            language=document.language,
+            title=document.title,
+            sourceUrl=document.source_url,
+        )
+
+
+class AcceptedOut(BaseModel):
+    """Answer to an upload: the document, and whether work was queued for it."""
+
+    documentId: str
+    status: str
+    version: int
+    created: bool
+    duplicate: bool
+    document: DocumentOut
+
+
+class DocumentPage(BaseModel):
+    items: list[DocumentOut]
+    total: int
+    limit: int
+    offset: int
+
+
+class ContentMetadata(BaseModel):
+    documentName: str
+    extractedAt: datetime | None
+    format: str | None
+    pageCount: int | None
+
+
+class ContentOut(BaseModel):
+    documentId: str
+    text: str
+    metadata: ContentMetadata
+    offset: int
+    length: int
+    totalLength: int
+    nextOffset: int | None

@@ -1,0 +1,17 @@
+"""The catalog: documents, their versions and states, on SQLAlchemy 2 (SQLite or PostgreSQL)."""
+
+from ldims.catalog import repository
+from ldims.catalog.database import Catalog, upgrade_schema
+from ldims.catalog.models import Document, DocumentStatus, WebhookEvent, utcnow
+from ldims.catalog.repository import DocumentFilter
+
+__all__ = [
+    "Catalog",
+    "Document",
+    "DocumentFilter",
+    "DocumentStatus",
+    "WebhookEvent",
+    "repository",
+    "upgrade_schema",
+    "utcnow",
+]

@@ -1,0 +1,99 @@
+"""Catalog tables: documents and the webhook events already seen."""
+
+from __future__ import annotations
+
+import enum
+from datetime import UTC, datetime
+
+from sqlalchemy import BigInteger, DateTime, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class DocumentStatus(enum.StrEnum):
+    """``queued → processing → completed | failed``."""
+
+    QUEUED = "queued"
+    PROCESSING = "processing"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+    @property
+    def is_final(self) -> bool:
+        return self in (DocumentStatus.COMPLETED, DocumentStatus.FAILED)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Timezone-aware UTC on every backend (SQLite keeps no zone of its own)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to the catalog")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Document(Base):
+    """One document of one tenant; ``sha256`` names the current version's original."""
+
+    __tablename__ = "documents"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    collection: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(512))
+    format: Mapped[str | None] = mapped_column(String(128))
+    size: Mapped[int | None] = mapped_column(BigInteger)
+    sha256: Mapped[str | None] = mapped_column(String(64))
+    submitter: Mapped[str | None] = mapped_column(String(256))
+    document_type: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    status: Mapped[str] = mapped_column(String(16), default=DocumentStatus.QUEUED.value)
+    status_changed_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    extracted_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    extractor: Mapped[str | None] = mapped_column(String(64))
+    page_count: Mapped[int | None] = mapped_column(Integer)
+    language: Mapped[str | None] = mapped_column(String(16))
+    title: Mapped[str | None] = mapped_column(String(512))
+    source_url: Mapped[str | None] = mapped_column(Text)
+
+    __table_args__ = (
+        Index("ix_documents_tenant_status", "tenant", "status"),
+        Index("ix_documents_tenant_created", "tenant", "created_at"),
+        Index("ix_documents_tenant_sha", "tenant", "sha256"),
+        Index("ix_documents_status_changed", "status", "status_changed_at"),
+    )
+
+
+class WebhookEvent(Base):
+    """A webhook event id already applied: a replay of it changes nothing."""
+
+    __tablename__ = "webhook_events"
+
+    event_id: Mapped[str] = mapped_column(String(200), primary_key=True)
+    tenant: Mapped[str] = mapped_column(String(64))
+    event_type: Mapped[str] = mapped_column(String(32))
+    document_id: Mapped[str | None] = mapped_column(String(64))
+    received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

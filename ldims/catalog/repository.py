@@ -1,0 +1,149 @@
+"""Queries and state transitions of the catalog; callers pass the session.
+
+Transitions are conditional updates (``WHERE id = … AND sha256 = …``) so that a stale task,
+one that was keyed by a content hash that has since been replaced, changes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from ldims.catalog.models import Document, DocumentStatus, utcnow
+
+
+@dataclass(frozen=True)
+class DocumentFilter:
+    """Filters of ``GET /api/documents``; ``None`` means "any"."""
+
+    status: str | None = None
+    collection: str | None = None
+    document_type: str | None = None
+    submitter: str | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+def get_document(session: Session, document_id: str) -> Document | None:
+    return session.get(Document, document_id)
+
+
+def find_by_content(session: Session, tenant: str, sha256: str) -> Document | None:
+    """A document of ``tenant`` whose current version has this content, if any."""
+    query = select(Document).where(Document.tenant == tenant, Document.sha256 == sha256)
+    return session.scalars(query.order_by(Document.created_at).limit(1)).first()
+
+
+def list_documents(
+    session: Session, tenant: str, filters: DocumentFilter, limit: int, offset: int
+) -> tuple[list[Document], int]:
+    """One page of ``tenant``'s documents, newest first, and the total that match."""
+    conditions = [Document.tenant == tenant]
+    if filters.status:
+        conditions.append(Document.status == filters.status)
+    if filters.collection:
+        conditions.append(Document.collection == filters.collection)
+    if filters.document_type:
+        conditions.append(Document.document_type == filters.document_type)
+    if filters.submitter:
+        conditions.append(Document.submitter == filters.submitter)
+    if filters.created_from:
+        conditions.append(Document.created_at >= filters.created_from)
+    if filters.created_to:
+        conditions.append(Document.created_at <= filters.created_to)
+    total = session.scalar(select(func.count()).select_from(Document).where(*conditions)) or 0
+    query = (
+        select(Document)
+        .where(*conditions)
+        .order_by(Document.created_at.desc(), Document.id)
+        .limit(limit)
+        .offset(offset)
+    )
+    return list(session.scalars(query)), total
+
+
+def count_by_status(session: Session, tenant: str | None = None) -> dict[str, int]:
+    """Documents per state (every state present, zero when none)."""
+    query = select(Document.status, func.count()).group_by(Document.status)
+    if tenant is not None:
+        query = query.where(Document.tenant == tenant)
+    counts = {status.value: 0 for status in DocumentStatus}
+    counts.update({status: count for status, count in session.execute(query)})
+    return counts
+
+
+def _same_version(sha256: str | None):  # type: ignore[no-untyped-def]
+    # A document waiting for its URL to be fetched has no content hash yet.
+    return Document.sha256.is_(None) if sha256 is None else Document.sha256 == sha256
+
+
+def _transition(session: Session, document_id: str, sha256: str | None, **values: object) -> bool:
+    result = session.execute(
+        update(Document)
+        .where(Document.id == document_id, _same_version(sha256))
+        .values(status_changed_at=utcnow(), **values)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
+def start_processing(session: Session, document_id: str, sha256: str | None) -> bool:
+    """Mark the version ``sha256`` processing and count one more attempt."""
+    return _transition(
+        session,
+        document_id,
+        sha256,
+        status=DocumentStatus.PROCESSING.value,
+        attempts=Document.attempts + 1,
+    )
+
+
+def touch(session: Session, document_id: str, sha256: str) -> bool:
+    """Record progress (a stage finished) so the reconciler leaves the document alone."""
+    return _transition(session, document_id, sha256)
+
+
+def complete(session: Session, document_id: str, sha256: str, **facts: object) -> bool:
+    """Mark the version ``sha256`` completed, with facts learnt during extraction."""
+    return _transition(
+        session,
+        document_id,
+        sha256,
+        status=DocumentStatus.COMPLETED.value,
+        error_code=None,
+        error_message=None,
+        **facts,
+    )
+
+
+def fail(session: Session, document_id: str, sha256: str | None, code: str, message: str) -> bool:
+    """Mark the document failed with a code and a reason (the version must still match)."""
+    return _transition(
+        session,
+        document_id,
+        sha256,
+        status=DocumentStatus.FAILED.value,
+        error_code=code,
+        error_message=message[:2000],
+    )
+
+
+def stuck_documents(session: Session, older_than: datetime, limit: int = 500) -> list[Document]:
+    """Documents queued or processing that have not moved since ``older_than``."""
+    query = (
+        select(Document)
+        .where(
+            Document.status.in_([DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value]),
+            Document.status_changed_at < older_than,
+        )
+        .order_by(Document.status_changed_at)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def all_document_ids(session: Session) -> set[str]:
+    return set(session.scalars(select(Document.id)))

@@ -1,0 +1,1 @@
+"""The ``ldims`` command: thin adapters that start or call the other packages."""

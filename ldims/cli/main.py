@@ -1,0 +1,143 @@
+"""Entry point of the ``ldims`` command."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+from ldims.logs import setup_logging
+from ldims.settings import get_settings
+
+
+@click.group()
+def cli() -> None:
+    """LDIMS: a document knowledge server for LLM agents."""
+    setup_logging(get_settings().log_level)
+
+
+@cli.command()
+@click.option("--host", default=None, help="Bind address (default LDIMS_HOST).")
+@click.option("--port", type=int, default=None, help="Port (default LDIMS_PORT).")
+@click.option("--flower", is_flag=True, help="Also start Flower (task dashboard).")
+@click.option("--extract-workers", type=int, default=None, help="Extract worker processes.")
+def serve(host: str | None, port: int | None, flower: bool, extract_workers: int | None) -> None:
+    """Start API, workers and (unless LDIMS_REDIS_URL is set) an embedded Redis."""
+    from ldims.cli.serve import serve as run
+
+    settings = get_settings()
+    run(host or settings.host, settings.port if port is None else port, flower, extract_workers)
+
+
+@cli.command()
+@click.option("--host", default=None, help="Bind address (default LDIMS_HOST).")
+@click.option("--port", type=int, default=None, help="Port (default LDIMS_PORT).")
+def api(host: str | None, port: int | None) -> None:
+    """Run only the API (Redis must be reachable at LDIMS_REDIS_URL)."""
+    import uvicorn
+
+    from api import create_app
+
+    settings = get_settings()
+    uvicorn.run(
+        create_app(settings),
+        host=host or settings.host,
+        port=settings.port if port is None else port,
+        log_level="warning",
+    )
+
+
+@cli.command()
+@click.option("--queues", default="extract,index", show_default=True, help="Queues to consume.")
+@click.option("--concurrency", type=int, default=None, help="Worker processes (index: keep 1).")
+@click.option("--beat", is_flag=True, help="Also schedule the reconciler (run exactly one).")
+@click.option("--hostname", default=None, help="Celery node name.")
+def worker(queues: str, concurrency: int | None, beat: bool, hostname: str | None) -> None:
+    """Run a Celery worker for the given queues."""
+    from workers.celery_app import app
+
+    settings = get_settings()
+    if "index" in queues.split(",") and (concurrency or 1) != 1:
+        raise click.UsageError("the index queue has one writer: use --concurrency 1")
+    argv = [
+        "worker",
+        "--queues",
+        queues,
+        "--concurrency",
+        str(concurrency or settings.extract_concurrency),
+        "--loglevel",
+        "WARNING" if settings.log_level == "WARN" else settings.log_level,
+        "--hostname",
+        hostname or f"{queues.replace(',', '+')}-{os.getpid()}@%h",
+        "--events",
+    ]
+    if beat:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+        argv += ["--beat", "--schedule", str(settings.data_dir / "celerybeat-schedule")]
+    app.worker_main(argv)
+
+
+@cli.command()
+@click.option("--port", type=int, default=None, help="Port (default LDIMS_FLOWER_PORT).")
+def flower(port: int | None) -> None:
+    """Run Flower, the Celery task dashboard."""
+    from workers.celery_app import app
+
+    settings = get_settings()
+    argv = ["flower", f"--port={settings.flower_port if port is None else port}"]
+    if settings.flower_basic_auth:
+        argv.append(f"--basic_auth={settings.flower_basic_auth.get_secret_value()}")
+    else:
+        # No credentials: loopback only, where the unauthenticated API is acceptable.
+        os.environ["FLOWER_UNAUTHENTICATED_API"] = "true"
+        argv.append("--address=127.0.0.1")
+    app.start(argv)
+
+
+@cli.command()
+def migrate() -> None:
+    """Bring the catalog schema up to date."""
+    from ldims.catalog import upgrade_schema
+
+    upgrade_schema(get_settings().catalog_url)
+    click.echo("catalog schema is up to date")
+
+
+@cli.command()
+@click.option("--tenant", default=None, help="Only this tenant (default: all).")
+def status(tenant: str | None) -> None:
+    """Print how many documents are in each state."""
+    from ldims.catalog import Catalog, repository
+
+    catalog = Catalog(get_settings().catalog_url)
+    catalog.upgrade()  # a fresh data dir has no tables yet
+    with catalog.session() as session:
+        counts = repository.count_by_status(session, tenant)
+    width = max(len(name) for name in counts)
+    for name, count in counts.items():
+        click.echo(f"{name:<{width}}  {count}")
+    click.echo(f"{'total':<{width}}  {sum(counts.values())}")
+
+
+@cli.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--url", default=None, help="API base URL (default http://LDIMS_HOST:LDIMS_PORT).")
+@click.option("--collection", default=None, help="Collection for every file.")
+@click.option("--document-type", default=None, help="documentType for every file.")
+@click.option("--submitter", default=None, help="submitter for every file.")
+@click.option("--tenant", default=None, help="Tenant header (when no API keys are used).")
+@click.option("--api-key", envvar="LDIMS_API_KEY", default=None, help="API key (Bearer).")
+@click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for final states.")
+@click.option("--timeout", type=float, default=900, show_default=True, help="Seconds to wait.")
+@click.option("--parallel", type=int, default=4, show_default=True, help="Concurrent uploads.")
+def ingest(**options: object) -> None:
+    """Upload files or folders (recursively) and report completed / failed with reasons."""
+    from ldims.cli.ingest import run_ingest
+
+    settings = get_settings()
+    options["url"] = options["url"] or f"http://{settings.host}:{settings.port}"
+    raise SystemExit(run_ingest(**options))  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,75 @@
+"""``ldims serve``: everything in one command (API, workers, embedded Redis, optional Flower).
+
+The API runs in this process; each worker pool is a child process started with the same
+Python, so ``Ctrl-C`` stops them all. Children get ``LDIMS_REDIS_URL`` pointing at the
+embedded Redis when no Redis was configured.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+
+import uvicorn
+
+from ldims.catalog import upgrade_schema
+from ldims.embedded_redis import EmbeddedRedis
+from ldims.settings import Settings, get_settings
+
+log = logging.getLogger(__name__)
+
+
+def _ldims(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ldims.cli.main", *args]
+
+
+def worker_commands(settings: Settings, extract_workers: int, flower: bool) -> list[list[str]]:
+    commands = [
+        _ldims("worker", "--queues", "extract", "--concurrency", str(extract_workers)),
+        # One index writer; it also runs the reconciler's schedule (celery beat).
+        _ldims("worker", "--queues", "index", "--concurrency", "1", "--beat"),
+    ]
+    if flower:
+        commands.append(_ldims("flower"))
+    return commands
+
+
+def _stop(children: list[subprocess.Popen[bytes]]) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    for child in children:
+        try:
+            child.wait(15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> None:
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    embedded: EmbeddedRedis | None = None
+    if settings.redis_url is None:
+        embedded = EmbeddedRedis(settings.embedded_redis_dir).start()
+        os.environ["LDIMS_REDIS_URL"] = embedded.url
+        get_settings.cache_clear()
+        settings = get_settings()
+    upgrade_schema(settings.catalog_url)
+    children = [
+        subprocess.Popen(command)
+        for command in worker_commands(
+            settings, extract_workers or settings.extract_concurrency, flower
+        )
+    ]
+    try:
+        from api import create_app
+
+        log.info("LDIMS API on http://%s:%d (REST /api, health /health)", host, port)
+        uvicorn.run(create_app(settings, migrate=False), host=host, port=port, log_level="warning")
+    finally:
+        _stop(children)
+        if embedded:
+            embedded.stop()

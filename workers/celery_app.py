@@ -1,0 +1,77 @@
+"""The Celery application: queues ``extract`` and ``index``, at-least-once delivery.
+
+Tasks are acknowledged late and rejected back to the queue when their worker dies, so a
+killed worker loses nothing; every task is idempotent (keyed by document id + content
+hash), which makes a second delivery harmless. ``celery -A workers.celery_app`` (Flower)
+uses the module-level :data:`app`.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from celery import Celery
+from kombu import Queue
+
+from ldims.settings import Settings, get_settings
+
+EXTRACT_QUEUE = "extract"
+INDEX_QUEUE = "index"
+
+
+def kombu_url(redis_url: str) -> str:
+    """redis-py's ``unix://`` URLs are ``redis+socket://`` to kombu."""
+    if redis_url.startswith("unix://"):
+        return "redis+socket://" + redis_url.removeprefix("unix://")
+    return redis_url
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("ldims", broker=kombu_url(settings.effective_redis_url), include=["workers.tasks"])
+    transport_options: dict[str, object] = {
+        "visibility_timeout": settings.broker_visibility_timeout_seconds,
+        "socket_connect_timeout": 2,
+        "socket_timeout": 10,
+        "retry_on_timeout": True,
+    }
+    if settings.redis_key_prefix:
+        transport_options["global_keyprefix"] = settings.redis_key_prefix
+    app.conf.update(
+        task_queues=(Queue(EXTRACT_QUEUE), Queue(INDEX_QUEUE)),
+        task_default_queue=EXTRACT_QUEUE,
+        task_routes={
+            "ldims.index": {"queue": INDEX_QUEUE},
+            "ldims.delete_from_index": {"queue": INDEX_QUEUE},
+            "ldims.reconcile": {"queue": INDEX_QUEUE},
+        },
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        task_ignore_result=True,
+        task_soft_time_limit=settings.task_soft_time_limit_seconds,
+        task_time_limit=settings.task_time_limit_seconds,
+        worker_prefetch_multiplier=1,
+        worker_max_memory_per_child=settings.worker_max_memory_mib * 1024,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        broker_connection_retry_on_startup=True,
+        broker_transport_options=transport_options,
+        # Publishing while Redis is down must fail fast: the API answers 503 instead.
+        task_publish_retry_policy={
+            "max_retries": 2,
+            "interval_start": 0,
+            "interval_step": 0.2,
+            "interval_max": 0.5,
+        },
+        beat_schedule={
+            "reconcile": {
+                "task": "ldims.reconcile",
+                "schedule": timedelta(seconds=settings.reconcile_interval_seconds),
+            }
+        },
+    )
+    return app
+
+
+app = make_celery(get_settings())

@@ -1,0 +1,57 @@
+"""Publishing pipeline tasks from the API (or any producer) without importing them.
+
+Tasks are sent by name, so the API process never loads extractors or the index. When
+Redis cannot take a message the caller gets ``ServiceUnavailable`` (REST: 503
+``SERVER_ERROR``); the connection pools reconnect by themselves once Redis is back.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from kombu.exceptions import OperationalError
+
+from ldims.errors import ServiceUnavailable
+from ldims.settings import Settings
+from workers.celery_app import make_celery
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    def __init__(self, settings: Settings) -> None:
+        self.app = make_celery(settings)
+        self._redis = redis.Redis.from_url(
+            settings.effective_redis_url, socket_timeout=1, socket_connect_timeout=1
+        )
+
+    def ping(self) -> None:
+        """Raise ``ServiceUnavailable`` unless the broker answers now."""
+        try:
+            self._redis.ping()
+        except (redis.RedisError, OSError) as exc:
+            raise ServiceUnavailable(
+                "The task broker (Redis) is unavailable; nothing was queued. Try again later.",
+                component="broker",
+            ) from exc
+
+    def _send(self, name: str, *args: object) -> None:
+        try:
+            self.app.send_task(name, args=args)
+        except (OperationalError, redis.RedisError, OSError) as exc:
+            log.warning("broker refused %s: %s", name, type(exc).__name__)
+            raise ServiceUnavailable(component="broker") from exc
+
+    def extract(self, document_id: str, sha256: str) -> None:
+        self._send("ldims.extract", document_id, sha256)
+
+    def fetch(self, document_id: str, url: str) -> None:
+        self._send("ldims.fetch", document_id, url)
+
+    def delete_from_index(self, document_ids: list[str]) -> None:
+        self._send("ldims.delete_from_index", document_ids)
+
+    def close(self) -> None:
+        self._redis.close()
+        self.app.close()

@@ -1,0 +1,40 @@
+"""Type detection from the first bytes of a file (the name only breaks ties for text)."""
+
+from __future__ import annotations
+
+_MAGIC: list[tuple[bytes, str]] = [
+    (b"%PDF-", "application/pdf"),
+    (b"PK\x03\x04", "application/zip"),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "application/x-ole-storage"),
+    (b"{\\rtf", "application/rtf"),
+    (b"\x89PNG", "image/png"),
+    (b"\xff\xd8\xff", "image/jpeg"),
+    (b"GIF8", "image/gif"),
+    (b"\x1f\x8b", "application/gzip"),
+]
+_TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
+_MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
+_HTML_PREFIXES = (b"<!doctype html", b"<html", b"<head", b"<body")
+
+
+def _looks_like_text(head: bytes) -> bool:
+    if head.startswith(_TEXT_BOMS):
+        return True
+    if b"\x00" in head:
+        return False
+    # Control characters other than whitespace are rare in text of any encoding.
+    controls = sum(1 for byte in head if byte < 32 and byte not in (9, 10, 12, 13, 27))
+    return controls <= len(head) // 100
+
+
+def detect_format(head: bytes, name: str = "") -> str:
+    """The MIME type of a file whose first bytes are ``head`` (an empty file is text/plain)."""
+    for magic, mime in _MAGIC:
+        if head.startswith(magic):
+            return mime
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if stripped.startswith(_HTML_PREFIXES):
+        return "text/html"
+    if not _looks_like_text(head):
+        return "application/octet-stream"
+    return "text/markdown" if name.lower().endswith(_MARKDOWN_SUFFIXES) else "text/plain"

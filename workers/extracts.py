@@ -1,0 +1,45 @@
+"""Extraction results on disk, named by the original's sha256, its format and the extractor version.
+
+Content-addressed like the originals: the same bytes are extracted once, a task that runs
+twice finds the result already there, and a new extractor version extracts again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+from workers.extraction import ExtractionResult
+
+EXTRACTOR_VERSION = 1
+
+
+class ExtractStore:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, sha256: str, mime: str) -> Path:
+        slug = mime.replace("/", "_")
+        return self.root / sha256[:2] / f"{sha256}.{slug}.v{EXTRACTOR_VERSION}.json"
+
+    def exists(self, sha256: str, mime: str) -> bool:
+        return self.path(sha256, mime).is_file()
+
+    def save(self, sha256: str, result: ExtractionResult) -> None:
+        target = self.path(sha256, result.format)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        handle, name = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(result.to_json())
+        os.replace(name, target)
+
+    def load(self, sha256: str, mime: str) -> ExtractionResult:
+        return ExtractionResult.from_json(self.path(sha256, mime).read_text(encoding="utf-8"))
+
+    def delete(self, sha256: str) -> None:
+        """Remove every stored result of this content (all formats and versions)."""
+        for path in (self.root / sha256[:2]).glob(f"{sha256}.*.json"):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()

@@ -1,0 +1,161 @@
+"""The bodies of the pipeline's tasks, as plain functions of a :class:`Runtime`.
+
+Each step loads the document, checks that it is still the version the task was keyed by
+(document id + content hash), does one thing and records the outcome. A task delivered
+twice, or one overtaken by a newer version or a delete, finds nothing to do.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+
+from indexer import DocumentIndex, IndexBusy, IndexedDocument
+from ldims.blobs import BlobStore
+from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
+from ldims.errors import PermanentError, TransientError
+from ldims.settings import Settings, get_settings
+from workers.chunking import chunk_pages
+from workers.extraction import detect_format, extract_file
+from workers.extracts import ExtractStore
+from workers.fetch import fetch_to_store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Runtime:
+    """What a worker process needs: settings, catalog, stores and (lazily) the index."""
+
+    settings: Settings
+    catalog: Catalog = field(init=False)
+    blobs: BlobStore = field(init=False)
+    extracts: ExtractStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.catalog = Catalog(self.settings.catalog_url)
+        self.blobs = BlobStore(self.settings.blobs_dir)
+        self.extracts = ExtractStore(self.settings.extracts_dir)
+
+    @functools.cached_property
+    def index(self) -> DocumentIndex:
+        return DocumentIndex(self.settings.index_dir)
+
+
+@functools.cache
+def runtime() -> Runtime:
+    """The runtime of this (forked) worker process, built on first use."""
+    return Runtime(get_settings())
+
+
+def _current(document: Document | None, sha256: str | None) -> bool:
+    return (
+        document is not None
+        and document.sha256 == sha256
+        and not DocumentStatus(document.status).is_final
+    )
+
+
+def run_extract(rt: Runtime, document_id: str, sha256: str, first_delivery: bool) -> bool:
+    """Extract the version ``sha256``; True when it is ready to be indexed."""
+    with rt.catalog.session() as session:
+        document = repository.get_document(session, document_id)
+        if document is None or not _current(document, sha256):
+            log.info("extract %s: nothing to do (deleted, replaced or final)", document_id)
+            return False
+        if first_delivery and document.attempts >= rt.settings.max_attempts:
+            repository.fail(
+                session,
+                document_id,
+                sha256,
+                "WORKER_LOST",
+                f"Processing was interrupted {document.attempts} times (worker killed, out of "
+                "memory or over the hard time limit); giving up.",
+            )
+            return False
+        if first_delivery:
+            repository.start_processing(session, document_id, sha256)
+        mime = document.format or "application/octet-stream"
+    if not rt.extracts.exists(sha256, mime):
+        path = rt.blobs.path(sha256)
+        if not path.is_file():
+            raise PermanentError("STORAGE_ERROR", "The stored original is missing.")
+        result = extract_file(path, mime, rt.settings.max_upload_bytes)
+        rt.extracts.save(sha256, result)
+    with rt.catalog.session() as session:
+        return repository.touch(session, document_id, sha256)
+
+
+def run_index(rt: Runtime, document_id: str, sha256: str) -> bool:
+    """Index the extracted version ``sha256`` and mark the document completed."""
+    with rt.catalog.session() as session:
+        document = repository.get_document(session, document_id)
+        if document is None or not _current(document, sha256):
+            log.info("index %s: nothing to do (deleted, replaced or final)", document_id)
+            return False
+    mime = document.format or "application/octet-stream"
+    if not rt.extracts.exists(sha256, mime):
+        raise TransientError("INDEX_ERROR", "The extraction result is not there yet.")
+    result = rt.extracts.load(sha256, mime)
+    indexed = IndexedDocument(
+        document_id=document.id,
+        tenant=document.tenant,
+        collection=document.collection,
+        name=document.name,
+        version=document.version,
+        chunks=chunk_pages(result.pages),
+    )
+    try:
+        rt.index.replace_document(indexed)
+    except IndexBusy as exc:
+        raise TransientError("INDEX_BUSY", str(exc)) from exc
+    with rt.catalog.session() as session:
+        return repository.complete(
+            session,
+            document_id,
+            sha256,
+            extracted_at=utcnow(),
+            extractor=result.extractor,
+            page_count=len(result.pages),
+            title=result.metadata.get("title"),
+            language=result.metadata.get("language"),
+        )
+
+
+def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
+    """Download a webhook document's body; return its sha256 when extraction should follow."""
+    with rt.catalog.session() as session:
+        document = repository.get_document(session, document_id)
+        if document is None or document.sha256 is not None or document.source_url != url:
+            return None
+        name = document.name
+        if document.status == DocumentStatus.QUEUED.value:
+            repository.start_processing(session, document_id, None)
+    blob, head = fetch_to_store(url, rt.settings, rt.blobs)
+    with rt.catalog.session() as session:
+        document = repository.get_document(session, document_id)
+        if document is None or document.sha256 is not None or document.source_url != url:
+            return None
+        document.sha256 = blob.sha256
+        document.size = blob.size
+        document.format = detect_format(head, name)
+        document.status_changed_at = utcnow()
+    return blob.sha256
+
+
+def delete_from_index(rt: Runtime, document_ids: list[str]) -> None:
+    """Remove the chunks of documents that are no longer in the catalog."""
+    with rt.catalog.session() as session:
+        gone = [d for d in document_ids if repository.get_document(session, d) is None]
+    try:
+        rt.index.delete_documents(gone)
+    except IndexBusy as exc:
+        raise TransientError("INDEX_BUSY", str(exc)) from exc
+
+
+def record_failure(rt: Runtime, document_id: str, sha256: str | None, code: str, message: str) -> None:
+    """End the document ``failed`` with ``code``, unless a newer version replaced it."""
+    with rt.catalog.session() as session:
+        if repository.fail(session, document_id, sha256, code, message):
+            log.warning("document %s failed: %s", document_id, code)

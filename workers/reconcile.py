@@ -1,0 +1,73 @@
+"""The reconciler: re-drives documents that stopped moving, and sweeps index orphans.
+
+A document can stall when a worker dies and its message waits out the visibility
+timeout, when Redis lost a queued message (the embedded one is persisted, a production
+one may not be) or when the API recorded an upload but could not publish its task.
+Documents queued or processing without progress for ``stuck_after_seconds`` are sent
+again to the stage they need; after ``max_attempts`` they end ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+
+from ldims.catalog import repository, utcnow
+from workers.pipeline import Runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ReconcileReport:
+    """What one pass decided: tasks to send and documents given up on."""
+
+    fetch: list[tuple[str, str]] = field(default_factory=list)
+    extract: list[tuple[str, str]] = field(default_factory=list)
+    index: list[tuple[str, str]] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    orphans_removed: int = 0
+
+
+def find_stuck(rt: Runtime) -> ReconcileReport:
+    """Decide what to do with stalled documents and record it in the catalog."""
+    report = ReconcileReport()
+    cutoff = utcnow() - timedelta(seconds=rt.settings.stuck_after_seconds)
+    with rt.catalog.session() as session:
+        for document in repository.stuck_documents(session, cutoff):
+            if document.attempts >= rt.settings.max_attempts:
+                repository.fail(
+                    session,
+                    document.id,
+                    document.sha256,
+                    "WORKER_LOST",
+                    f"No progress after {document.attempts} attempts; giving up.",
+                )
+                report.failed.append(document.id)
+                continue
+            if document.sha256 is None:
+                if document.source_url:
+                    report.fetch.append((document.id, document.source_url))
+            elif rt.extracts.exists(document.sha256, document.format or ""):
+                # The index stage does not count attempts itself: count its re-drives here.
+                document.attempts += 1
+                report.index.append((document.id, document.sha256))
+            else:
+                report.extract.append((document.id, document.sha256))
+            document.status_changed_at = utcnow()
+    redriven = len(report.fetch) + len(report.extract) + len(report.index)
+    if redriven or report.failed:
+        log.warning("reconciler: re-driving %d documents, %d given up", redriven, len(report.failed))
+    return report
+
+
+def sweep_index_orphans(rt: Runtime) -> int:
+    """Remove chunks of documents the catalog no longer has (a delete whose task was lost)."""
+    with rt.catalog.session() as session:
+        known = repository.all_document_ids(session)
+    orphans = sorted(rt.index.document_ids() - known)
+    if orphans:
+        rt.index.delete_documents(orphans)
+        log.warning("reconciler: removed %d orphaned documents from the index", len(orphans))
+    return len(orphans)

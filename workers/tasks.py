@@ -1,0 +1,103 @@
+"""Celery tasks: thin wrappers that call :mod:`workers.pipeline` and chain the next step.
+
+Transient errors are retried with exponential backoff and jitter; a permanent error, or a
+transient one that outlived its retries, ends the document ``failed`` with its code
+(:meth:`PipelineTask.on_failure`). Time limits come from settings.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import Task
+from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from kombu.exceptions import OperationalError
+
+from ldims.errors import ProcessingError, TransientError
+from ldims.settings import get_settings
+from workers import pipeline, reconcile
+from workers.celery_app import app
+
+log = logging.getLogger(__name__)
+_settings = get_settings()
+_RETRY = {
+    "autoretry_for": (TransientError,),
+    "retry_backoff": 2,
+    "retry_backoff_max": _settings.retry_backoff_max_seconds,
+    "retry_jitter": True,
+    "max_retries": _settings.task_max_retries,
+}
+
+
+def failure_of(exc: BaseException) -> tuple[str, str]:
+    """The document's error code and reason for an exception that ended a task."""
+    if isinstance(exc, ProcessingError):
+        return exc.code, exc.message
+    if isinstance(exc, SoftTimeLimitExceeded | TimeLimitExceeded):
+        return "TIMEOUT", (
+            f"Processing took longer than {_settings.task_soft_time_limit_seconds}s "
+            "(LDIMS_TASK_SOFT_TIME_LIMIT_SECONDS)."
+        )
+    # Never the exception text: it may quote the document.
+    return "INTERNAL_ERROR", f"Unexpected {type(exc).__name__}; see the worker log."
+
+
+class PipelineTask(Task):  # type: ignore[misc]
+    """Records the failure on the document when a task gives up."""
+
+    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+        document_id = args[0] if args else kwargs.get("document_id")
+        sha256 = None if self.name == "ldims.fetch" else (args[1] if len(args) > 1 else kwargs.get("sha256"))
+        code, message = failure_of(exc)
+        pipeline.record_failure(pipeline.runtime(), document_id, sha256, code, message)
+
+
+def _send(task: Task, *args: Any) -> None:
+    """Publish the next step; if Redis is away, the reconciler will send it later."""
+    try:
+        task.apply_async(args=args)
+    except OperationalError:
+        log.warning("could not publish %s for %s; the reconciler will re-drive it", task.name, args[0])
+
+
+@app.task(bind=True, base=PipelineTask, name="ldims.fetch", **_RETRY)
+def fetch(self: Task, document_id: str, url: str) -> None:
+    sha256 = pipeline.run_fetch(pipeline.runtime(), document_id, url)
+    if sha256:
+        _send(extract, document_id, sha256)
+
+
+@app.task(bind=True, base=PipelineTask, name="ldims.extract", **_RETRY)
+def extract(self: Task, document_id: str, sha256: str) -> None:
+    first_delivery = self.request.retries == 0
+    if pipeline.run_extract(pipeline.runtime(), document_id, sha256, first_delivery):
+        _send(index, document_id, sha256)
+
+
+@app.task(bind=True, base=PipelineTask, name="ldims.index", **_RETRY)
+def index(self: Task, document_id: str, sha256: str) -> None:
+    pipeline.run_index(pipeline.runtime(), document_id, sha256)
+
+
+@app.task(name="ldims.delete_from_index", **_RETRY)
+def delete_from_index(document_ids: list[str]) -> None:
+    pipeline.delete_from_index(pipeline.runtime(), document_ids)
+
+
+@app.task(name="ldims.reconcile")
+def run_reconcile() -> dict[str, int]:
+    rt = pipeline.runtime()
+    report = reconcile.find_stuck(rt)
+    for document_id, url in report.fetch:
+        _send(fetch, document_id, url)
+    for document_id, sha256 in report.extract:
+        _send(extract, document_id, sha256)
+    for document_id, sha256 in report.index:
+        _send(index, document_id, sha256)
+    report.orphans_removed = reconcile.sweep_index_orphans(rt)
+    return {
+        "redriven": len(report.fetch) + len(report.extract) + len(report.index),
+        "failed": len(report.failed),
+        "orphans_removed": report.orphans_removed,
+    }
