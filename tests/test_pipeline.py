@@ -1,0 +1,133 @@
+"""End to end through real Celery workers: upload → extract → index → content, and back out."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from indexer import DocumentIndex
+from ldims.blobs import BlobStore
+from tests.conftest import DOCS, Stack
+
+
+def test_markdown_and_text_reach_completed_and_serve_their_text(stack: Stack) -> None:
+    md = stack.upload("notes.md", "# Квартальный отчёт\n\nRevenue grew 12% in Q4.\n".encode())
+    txt = stack.upload("plain.txt", (DOCS / "tika__russian.cp866.txt").read_bytes(), documentType="poem")
+    assert md.status_code == txt.status_code == 202
+    md_id, txt_id = md.json()["documentId"], txt.json()["documentId"]
+
+    early = stack.client.get(f"/api/documents/{md_id}/content")
+    if early.status_code == 202:  # the worker may already be done on a fast machine
+        assert early.json()["status"] == "processing"
+
+    assert stack.wait_final(md_id)["status"] == "completed"
+    record = stack.wait_final(txt_id)
+    assert record["status"] == "completed" and record["documentType"] == "poem"
+    assert record["format"] == "text/plain" and record["extractedAt"]
+
+    content = stack.client.get(f"/api/documents/{md_id}/content").json()
+    assert "Revenue grew 12%" in content["text"]
+    assert content["metadata"]["documentName"] == "notes.md"
+    assert content["metadata"]["format"] == "text/markdown"
+    cp866 = stack.client.get(f"/api/documents/{txt_id}/content").json()
+    assert "Однажды, в студеную зимнюю пору" in cp866["text"]
+
+    index = DocumentIndex(stack.settings.index_dir)
+    assert index.chunk_count(md_id) == 1 and index.chunk_count(txt_id) == 1
+
+
+def test_content_is_202_until_a_worker_takes_it(stack: Stack) -> None:
+    stack.extract_worker.stop()
+    doc_id = stack.upload("later.txt", b"processed later").json()["documentId"]
+    response = stack.client.get(f"/api/documents/{doc_id}/content")
+    assert response.status_code == 202
+    body = response.json()
+    assert body["status"] == "processing" and body["documentStatus"] == "queued"
+    assert "try again later" in body["message"].lower()
+    stack.extract_worker.start()
+    assert stack.wait_final(doc_id)["status"] == "completed"
+    assert stack.client.get(f"/api/documents/{doc_id}/content").json()["text"] == "processed later"
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "code"),
+    [
+        ("empty.txt", (DOCS / "unstructured__empty.txt").read_bytes(), "EMPTY_FILE"),
+        ("blank.txt", (DOCS / "unstructured__fake-text-all-whitespace.txt").read_bytes(), "EMPTY_FILE"),
+        ("picture.png", b"\x89PNG\r\n\x1a\n" + bytes(200), "UNSUPPORTED_FORMAT"),
+    ],
+)
+def test_bad_files_end_failed_with_a_code_and_409(stack: Stack, name: str, data: bytes, code: str) -> None:
+    doc_id = stack.upload(name, data).json()["documentId"]
+    record = stack.wait_final(doc_id)
+    assert record["status"] == "failed"
+    assert record["error"]["code"] == code and record["error"]["message"]
+    response = stack.client.get(f"/api/documents/{doc_id}/content")
+    assert response.status_code == 409
+    body = response.json()
+    assert body["isError"] is True and body["errorCode"] == "CONTENT_UNAVAILABLE_OR_FAILED"
+    assert body["errorDetails"]["failureCode"] == code
+
+
+def test_same_content_is_a_noop_and_new_content_a_new_version(stack: Stack) -> None:
+    first = stack.upload("doc.txt", b"version one text")
+    doc_id = first.json()["documentId"]
+    stack.wait_final(doc_id)
+    again = stack.upload("doc.txt", b"version one text")
+    assert again.status_code == 200 and again.json()["duplicate"] is True
+    assert again.json()["documentId"] == doc_id
+
+    old_sha = first.json()["document"]["sha256"]
+    second = stack.upload("doc.txt", b"version two text", documentId=doc_id)
+    assert second.status_code == 202 and second.json()["version"] == 2
+    record = stack.wait_final(doc_id)
+    assert record["status"] == "completed" and record["version"] == 2
+    assert stack.client.get(f"/api/documents/{doc_id}/content").json()["text"] == "version two text"
+    index = DocumentIndex(stack.settings.index_dir)
+    assert index.indexed_versions(doc_id) == {2} and index.chunk_count(doc_id) == 1
+    assert not BlobStore(stack.settings.blobs_dir).exists(old_sha)
+    listing = stack.client.get("/api/documents").json()
+    assert listing["total"] == 1
+
+
+def test_delete_removes_catalog_row_index_chunks_and_files(stack: Stack) -> None:
+    response = stack.upload("gone.md", b"# Gone\n\nsoon deleted")
+    doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
+    stack.wait_final(doc_id)
+    index = DocumentIndex(stack.settings.index_dir)
+    assert index.chunk_count(doc_id) == 1
+
+    deleted = stack.client.delete(f"/api/documents/{doc_id}")
+    assert deleted.status_code == 200 and deleted.json() == {"documentId": doc_id, "deleted": True}
+    assert stack.client.get(f"/api/documents/{doc_id}").status_code == 404
+    assert not BlobStore(stack.settings.blobs_dir).exists(sha)
+    deadline = time.monotonic() + 20
+    while index.chunk_count(doc_id) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert index.chunk_count(doc_id) == 0
+
+
+@pytest.fixture
+def http_file_server() -> Iterator[str]:
+    """A local HTTP server with one text document at /doc.txt."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            body = "Fetched over HTTP by a worker.\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/doc.txt"
+    server.shutdown()
