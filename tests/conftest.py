@@ -7,6 +7,7 @@ database, dropped afterwards.
 
 from __future__ import annotations
 
+import http.server
 import os
 import shutil
 import signal
@@ -252,3 +253,26 @@ def stack(stack_factory: Callable[..., Stack], shared_redis: RedisServer) -> Sta
     client = redis.Redis.from_url(shared_redis.url)
     client.flushdb()
     return stack_factory(shared_redis.url)
+
+
+@pytest.fixture
+def http_file_server() -> Iterator[str]:
+    """A local HTTP server with one text document at /doc.txt."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+            body = "Fetched over HTTP by a worker.\n".encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/doc.txt"
+    server.shutdown()
+    server.server_close()

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import http.server
-import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -109,25 +106,3 @@ def test_delete_removes_catalog_row_index_chunks_and_files(stack: Stack) -> None
     while index.chunk_count(doc_id) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert index.chunk_count(doc_id) == 0
-
-
-@pytest.fixture
-def http_file_server() -> Iterator[str]:
-    """A local HTTP server with one text document at /doc.txt."""
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            body = "Fetched over HTTP by a worker.\n".encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/doc.txt"
-    server.shutdown()

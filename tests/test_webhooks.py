@@ -1,0 +1,148 @@
+"""Signed webhook ingestion: signatures, replay window, idempotent events, SSRF guard."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api import create_app
+from api.routes.webhooks import sign
+from ldims.settings import Settings
+from tests.conftest import RedisServer, Stack
+
+SECRET = "s3cret-for-webhook-tests"
+
+
+def post_event(client: Any, event: dict[str, Any], secret: str = SECRET, timestamp: int | None = None) -> Any:
+    body = json.dumps(event).encode()
+    stamp = str(int(time.time()) if timestamp is None else timestamp)
+    headers = {
+        "content-type": "application/json",
+        "X-LDIMS-Timestamp": stamp,
+        "X-LDIMS-Signature": sign(secret, stamp, body),
+    }
+    return client.post("/api/webhooks/ingest", content=body, headers=headers)
+
+
+def created(event_id: str, **document: Any) -> dict[str, Any]:
+    return {"id": event_id, "type": "document.created", "document": document}
+
+
+@pytest.fixture
+def client(tmp_path: Path, shared_redis: RedisServer) -> Iterator[TestClient]:
+    settings = Settings(data_dir=tmp_path / "data", redis_url=shared_redis.url, webhook_secret=SECRET)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        yield client
+
+
+def test_signed_event_with_inline_content_is_queued(client: TestClient) -> None:
+    response = post_event(client, created("evt-1", id="wh-1", name="note.md", content="# Hi\n\ntext"))
+    assert response.status_code == 202
+    assert response.json() == {"eventId": "evt-1", "documentId": "wh-1", "duplicate": False, "status": "queued"}
+    record = client.get("/api/documents/wh-1").json()
+    assert record["name"] == "note.md" and record["format"] == "text/markdown"
+
+
+def test_base64_content_is_accepted(client: TestClient) -> None:
+    data = base64.b64encode("Привет, мир".encode()).decode()
+    response = post_event(client, created("evt-b64", name="ru.txt", contentBase64=data))
+    assert response.status_code == 202
+    assert client.get(f"/api/documents/{response.json()['documentId']}").json()["size"] == len("Привет, мир".encode())
+
+
+def test_bad_signature_is_401_and_records_nothing(client: TestClient) -> None:
+    response = post_event(client, created("evt-2", content="x"), secret="wrong-secret-wrong-secret")
+    assert response.status_code == 401 and response.json()["errorCode"] == "UNAUTHORIZED"
+    assert client.get("/api/documents").json()["total"] == 0
+
+
+@pytest.mark.parametrize("age", [301, -301, 86400])
+def test_timestamp_outside_the_window_is_401(client: TestClient, age: int) -> None:
+    response = post_event(client, created("evt-3", content="x"), timestamp=int(time.time()) - age)
+    assert response.status_code == 401 and "replay window" in response.json()["errorMessage"]
+
+
+def test_missing_signature_headers_are_401(client: TestClient) -> None:
+    response = client.post("/api/webhooks/ingest", content=b"{}")
+    assert response.status_code == 401 and response.json()["errorCode"] == "UNAUTHORIZED"
+
+
+def test_replayed_event_id_creates_no_second_document(client: TestClient) -> None:
+    first = post_event(client, created("evt-4", name="a.txt", content="first body"))
+    assert first.status_code == 202
+    replay = post_event(client, created("evt-4", name="b.txt", content="different body"))
+    assert replay.status_code == 200 and replay.json() == {"eventId": "evt-4", "duplicate": True}
+    assert client.get("/api/documents").json()["total"] == 1
+
+
+def test_url_to_loopback_is_refused_by_default(client: TestClient) -> None:
+    for url in ["http://127.0.0.1:8000/x", "http://localhost/x", "http://[::1]/x", "http://10.0.0.8/x"]:
+        response = post_event(client, created(f"evt-url-{url}", url=url))
+        assert response.status_code == 400, url
+        body = response.json()
+        assert body["errorCode"] == "INVALID_INPUT"
+        assert body["errorDetails"] == {"field": "document.url", "reason": "URL_NOT_ALLOWED"}
+    response = post_event(client, created("evt-ftp", url="ftp://example.org/file.txt"))
+    assert response.json()["errorDetails"]["reason"] == "URL_NOT_ALLOWED"
+    assert client.get("/api/documents").json()["total"] == 0
+
+
+def test_a_refused_event_can_be_sent_again(client: TestClient) -> None:
+    assert post_event(client, created("evt-5", url="http://127.0.0.1/x")).status_code == 400
+    fixed = post_event(client, created("evt-5", content="now inline"))
+    assert fixed.status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("event", "field"),
+    [
+        ({"id": "e", "type": "document.updated", "document": {"content": "x"}}, "document.id"),
+        ({"id": "e", "type": "document.deleted", "document": {}}, "document.id"),
+        ({"id": "e", "type": "document.created", "document": {"name": "n"}}, "document"),
+        ({"id": "e", "type": "document.exploded", "document": {}}, "type"),
+    ],
+)
+def test_malformed_events_are_400_naming_the_field(client: TestClient, event: dict[str, Any], field: str) -> None:
+    response = post_event(client, event)
+    assert response.status_code == 400
+    assert response.json()["errorCode"] == "INVALID_INPUT"
+    assert response.json()["errorDetails"]["field"] == field
+
+
+def test_update_and_delete_events(client: TestClient) -> None:
+    post_event(client, created("evt-6", id="wh-6", content="v1"))
+    update = {"id": "evt-7", "type": "document.updated", "document": {"id": "wh-6", "content": "v2"}}
+    assert post_event(client, update).status_code == 202
+    assert client.get("/api/documents/wh-6").json()["version"] == 2
+    delete = {"id": "evt-8", "type": "document.deleted", "document": {"id": "wh-6"}}
+    assert post_event(client, delete).json()["deleted"] is True
+    assert client.get("/api/documents/wh-6").status_code == 404
+    again = {"id": "evt-9", "type": "document.deleted", "document": {"id": "wh-6"}}
+    assert post_event(client, again).status_code == 200  # deleting twice is not an error
+
+
+def test_webhooks_are_disabled_without_a_secret(tmp_path: Path, shared_redis: RedisServer) -> None:
+    settings = Settings(data_dir=tmp_path / "data", redis_url=shared_redis.url)
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        response = post_event(client, created("evt-x", content="x"))
+        assert response.status_code == 403 and "LDIMS_WEBHOOK_SECRET" in response.json()["errorMessage"]
+
+
+def test_url_documents_are_fetched_by_a_worker_when_private_addresses_are_allowed(
+    stack_factory: Callable[..., Stack], shared_redis: RedisServer, http_file_server: str
+) -> None:
+    stack = stack_factory(
+        shared_redis.url, webhook_secret=SECRET, fetch_allow_private_addresses=True
+    )
+    response = post_event(stack.client, created("evt-fetch", id="fetched", name="remote.txt", url=http_file_server))
+    assert response.status_code == 202
+    record = stack.wait_final("fetched")
+    assert record["status"] == "completed" and record["sourceUrl"] == http_file_server
+    assert stack.client.get("/api/documents/fetched/content").json()["text"] == "Fetched over HTTP by a worker.\n"
