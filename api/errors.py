@@ -62,7 +62,9 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
     log.error("catalog unavailable: %s", type(exc).__name__)
-    return error_response(ServiceUnavailable("The catalog database is unavailable.", component="catalog"))
+    return error_response(
+        ServiceUnavailable("The catalog database is unavailable.", component="catalog")
+    )
 
 
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:

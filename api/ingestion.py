@@ -70,9 +70,7 @@ def content_document_id(tenant: str, sha256: str) -> str:
 
 
 class IngestionService:
-    def __init__(
-        self, settings: Settings, catalog: Catalog, dispatcher: Dispatcher
-    ) -> None:
+    def __init__(self, settings: Settings, catalog: Catalog, dispatcher: Dispatcher) -> None:
         self.settings = settings
         self.catalog = catalog
         self.dispatcher = dispatcher
@@ -127,7 +125,11 @@ class IngestionService:
         except ServiceUnavailable:
             self.discard_blob(blob.sha256)
             raise
-        fields = {"sha256": blob.sha256, "size": blob.size, "format": detect_format(head, meta.name)}
+        fields = {
+            "sha256": blob.sha256,
+            "size": blob.size,
+            "format": detect_format(head, meta.name),
+        }
         outcome = self._record(tenant, meta, fields, document_id)
         if outcome.queued:
             self._publish(lambda: self.dispatcher.extract(outcome.document.id, blob.sha256))
@@ -209,7 +211,9 @@ class IngestionService:
             **fields,
         )
 
-    def _new_version(self, document: Document, meta: DocumentMeta, fields: dict[str, object]) -> None:
+    def _new_version(
+        self, document: Document, meta: DocumentMeta, fields: dict[str, object]
+    ) -> None:
         now = utcnow()
         for key, value in fields.items():
             setattr(document, key, value)

@@ -83,7 +83,14 @@ class _Collector:
             self.fields[self._part_name] = self._buffer.decode("utf-8", "replace")
 
     def callbacks(self) -> dict[str, object]:
-        names = ["part_begin", "header_field", "header_value", "header_end", "part_data", "part_end"]
+        names = [
+            "part_begin",
+            "header_field",
+            "header_value",
+            "header_end",
+            "part_data",
+            "part_end",
+        ]
         return {f"on_{name}": getattr(self, f"on_{name}") for name in names}
 
 

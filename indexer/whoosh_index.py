@@ -134,7 +134,9 @@ class DocumentIndex:
             # The lexicon keeps terms of deleted chunks until a merge: check each one.
             terms = (term.decode() for term in searcher.lexicon("document_id"))
             return {
-                term for term in terms if not searcher.search(Term("document_id", term), limit=1).is_empty()
+                term
+                for term in terms
+                if not searcher.search(Term("document_id", term), limit=1).is_empty()
             }
 
     def ping(self) -> int:

@@ -68,7 +68,9 @@ class EmbeddedRedis:
             if self._process.poll() is not None:
                 break
             time.sleep(0.05)
-        raise RuntimeError(f"embedded redis-server did not start; see {self.directory / 'redis.log'}")
+        raise RuntimeError(
+            f"embedded redis-server did not start; see {self.directory / 'redis.log'}"
+        )
 
     def stop(self) -> None:
         if self._process and self._process.poll() is None:

@@ -61,13 +61,17 @@ class Settings(BaseSettings):
         default=300, gt=0, description="Per-task wall time; past it the document fails TIMEOUT."
     )
     task_time_limit_seconds: int = Field(
-        default=360, gt=0, description="Hard per-task limit: the worker child is killed and replaced."
+        default=360,
+        gt=0,
+        description="Hard per-task limit: the worker child is killed and replaced.",
     )
     task_max_retries: int = Field(
         default=5, ge=0, description="Retries (with exponential backoff) for transient errors."
     )
     retry_backoff_max_seconds: int = Field(
-        default=120, gt=0, description="Cap of the retry backoff; kept below the visibility timeout."
+        default=120,
+        gt=0,
+        description="Cap of the retry backoff; kept below the visibility timeout.",
     )
     max_attempts: int = Field(
         default=3,
@@ -106,7 +110,7 @@ class Settings(BaseSettings):
     )
     api_keys: dict[str, str] = Field(
         default_factory=dict,
-        description='JSON map of sha256(api key) hex -> tenant. When set, every /api request '
+        description="JSON map of sha256(api key) hex -> tenant. When set, every /api request "
         'needs "Authorization: Bearer <key>" and its tenant comes from the key.',
     )
 

@@ -70,8 +70,19 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", str(self.directory)],
+            [
+                self.binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
             stdout=subprocess.DEVNULL,
         )
         client = redis.Redis.from_url(self.url)
@@ -125,7 +136,9 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_DATA_DIR": str(settings.data_dir),
             "LDIMS_DATABASE_URL": settings.catalog_url,
             "LDIMS_REDIS_URL": settings.effective_redis_url,
-            "LDIMS_BROKER_VISIBILITY_TIMEOUT_SECONDS": str(settings.broker_visibility_timeout_seconds),
+            "LDIMS_BROKER_VISIBILITY_TIMEOUT_SECONDS": str(
+                settings.broker_visibility_timeout_seconds
+            ),
             "LDIMS_RETRY_BACKOFF_MAX_SECONDS": str(settings.retry_backoff_max_seconds),
             "LDIMS_STUCK_AFTER_SECONDS": str(settings.stuck_after_seconds),
             "LDIMS_RECONCILE_INTERVAL_SECONDS": str(settings.reconcile_interval_seconds),
@@ -149,14 +162,26 @@ class Worker:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Worker:
-        command = [sys.executable, "-m", "ldims.cli.main", "worker", "--queues", self.queues,
-                   "--concurrency", "1"]
+        command = [
+            sys.executable,
+            "-m",
+            "ldims.cli.main",
+            "worker",
+            "--queues",
+            self.queues,
+            "--concurrency",
+            "1",
+        ]
         if self.beat:
             command.append("--beat")
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
-                command, env=settings_env(self.settings), stdout=log, stderr=log,
-                cwd=ROOT, start_new_session=True,
+                command,
+                env=settings_env(self.settings),
+                stdout=log,
+                stderr=log,
+                cwd=ROOT,
+                start_new_session=True,
             )
         return self
 
@@ -204,6 +229,7 @@ class Stack:
         self.api = ApiServer(settings)
         self.extract_worker = Worker(settings, "extract", log_dir / "extract.log")
         self.index_worker = Worker(settings, "index", log_dir / "index.log", beat=True)
+        self.stopped = False
 
     def start(self) -> Stack:
         self.api.start()  # runs the migrations before the workers need the tables
@@ -213,6 +239,9 @@ class Stack:
         return self
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         self.client.close()
         self.extract_worker.stop()
         self.index_worker.stop()
@@ -261,7 +290,7 @@ def http_file_server() -> Iterator[str]:
 
     class Handler(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
-            body = "Fetched over HTTP by a worker.\n".encode()
+            body = b"Fetched over HTTP by a worker.\n"
             self.send_response(200)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()

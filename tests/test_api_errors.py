@@ -46,7 +46,9 @@ def client(settings: Settings) -> Iterator[TestClient]:
 
 def upload(client: TestClient, data: bytes = b"hello", **fields: str) -> Any:
     headers = {k: fields.pop(k) for k in list(fields) if k.startswith("X-")}
-    return client.post("/api/documents", files={"file": ("a.txt", data)}, data=fields, headers=headers)
+    return client.post(
+        "/api/documents", files={"file": ("a.txt", data)}, data=fields, headers=headers
+    )
 
 
 def test_upload_without_file_part_is_400_naming_the_field(client: TestClient) -> None:
@@ -74,7 +76,9 @@ def test_upload_with_bad_metadata_is_400_naming_the_field(
     assert body["errorDetails"]["field"] == field
 
 
-def test_upload_over_the_limit_is_413_and_leaves_no_file(client: TestClient, settings: Settings) -> None:
+def test_upload_over_the_limit_is_413_and_leaves_no_file(
+    client: TestClient, settings: Settings
+) -> None:
     body = assert_error(upload(client, b"x" * 1001), 413, "TOO_LARGE")
     assert body["errorDetails"]["limitBytes"] == 1000
     leftovers = [p for p in settings.blobs_dir.rglob("*") if p.is_file()]
@@ -112,7 +116,9 @@ def test_another_tenants_document_is_403_everywhere(client: TestClient) -> None:
     # Nor can tenant b overwrite it by naming its id.
     assert_error(upload(client, b"hijack", documentId=doc_id, **other), 403, "FORBIDDEN")
     assert client.get("/api/documents", headers=other).json()["total"] == 0
-    assert client.get(f"/api/documents/{doc_id}", headers={"X-LDIMS-Tenant": "a"}).status_code == 200
+    assert (
+        client.get(f"/api/documents/{doc_id}", headers={"X-LDIMS-Tenant": "a"}).status_code == 200
+    )
 
 
 def test_content_of_a_queued_document_is_202_processing(client: TestClient) -> None:
@@ -134,7 +140,9 @@ def test_content_of_a_failed_document_is_409_with_the_failure(
     with pytest.raises(Exception) as raised:
         pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
     pipeline.record_failure(rt, doc_id, sha, raised.value.code, raised.value.message)  # type: ignore[attr-defined]
-    body = assert_error(client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED")
+    body = assert_error(
+        client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED"
+    )
     assert body["errorDetails"]["failureCode"] == "UNSUPPORTED_FORMAT"
     assert body["errorDetails"]["status"] == "failed"
 
@@ -142,7 +150,9 @@ def test_content_of_a_failed_document_is_409_with_the_failure(
 def test_bad_query_parameters_are_400(client: TestClient) -> None:
     assert_error(client.get("/api/documents", params={"limit": 0}), 400, "INVALID_INPUT")
     assert_error(client.get("/api/documents", params={"status": "lost"}), 400, "INVALID_INPUT")
-    body = assert_error(client.get("/api/documents", params={"createdFrom": "x"}), 400, "INVALID_INPUT")
+    body = assert_error(
+        client.get("/api/documents", params={"createdFrom": "x"}), 400, "INVALID_INPUT"
+    )
     assert body["errorDetails"]["field"] == "createdFrom"
 
 
@@ -150,7 +160,9 @@ def test_unknown_endpoint_is_404_in_the_same_shape(client: TestClient) -> None:
     assert_error(client.get("/api/nothing-here"), 404, "RESOURCE_NOT_FOUND")
 
 
-def test_api_keys_401_without_or_with_a_wrong_key_and_map_to_tenants(tmp_path: Path, shared_redis: RedisServer) -> None:
+def test_api_keys_401_without_or_with_a_wrong_key_and_map_to_tenants(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
     key = "k-" + "s" * 30
     settings = Settings(
         data_dir=tmp_path / "data",
@@ -161,7 +173,11 @@ def test_api_keys_401_without_or_with_a_wrong_key_and_map_to_tenants(tmp_path: P
         response = client.get("/api/documents")
         assert_error(response, 401, "UNAUTHORIZED")
         assert response.headers["www-authenticate"] == "Bearer"
-        assert_error(client.get("/api/documents", headers={"Authorization": "Bearer nope"}), 401, "UNAUTHORIZED")
+        assert_error(
+            client.get("/api/documents", headers={"Authorization": "Bearer nope"}),
+            401,
+            "UNAUTHORIZED",
+        )
         good = {"Authorization": f"Bearer {key}"}
         created = client.post("/api/documents", files={"file": ("a.txt", b"acme")}, headers=good)
         assert created.json()["document"]["tenant"] == "acme"
@@ -182,7 +198,9 @@ def test_broker_down_is_503_and_nothing_is_recorded(tmp_path: Path) -> None:
 
 def test_catalog_down_is_503(tmp_path: Path, shared_redis: RedisServer) -> None:
     dead_pg = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/none?connect_timeout=2"
-    settings = Settings(data_dir=tmp_path / "data", redis_url=shared_redis.url, database_url=dead_pg)
+    settings = Settings(
+        data_dir=tmp_path / "data", redis_url=shared_redis.url, database_url=dead_pg
+    )
     client = TestClient(create_app(settings, migrate=False), base_url="http://127.0.0.1")
     body = assert_error(client.get("/api/documents"), 503, "SERVER_ERROR")
     assert body["errorDetails"]["component"] == "catalog"

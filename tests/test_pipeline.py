@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
 from indexer import DocumentIndex
 from ldims.blobs import BlobStore
-from tests.conftest import DOCS, Stack
+from tests.conftest import DOCS, RedisServer, Stack
 
 
 def test_markdown_and_text_reach_completed_and_serve_their_text(stack: Stack) -> None:
     md = stack.upload("notes.md", "# Квартальный отчёт\n\nRevenue grew 12% in Q4.\n".encode())
-    txt = stack.upload("plain.txt", (DOCS / "tika__russian.cp866.txt").read_bytes(), documentType="poem")
+    txt = stack.upload(
+        "plain.txt", (DOCS / "tika__russian.cp866.txt").read_bytes(), documentType="poem"
+    )
     assert md.status_code == txt.status_code == 202
     md_id, txt_id = md.json()["documentId"], txt.json()["documentId"]
 
@@ -54,11 +57,17 @@ def test_content_is_202_until_a_worker_takes_it(stack: Stack) -> None:
     ("name", "data", "code"),
     [
         ("empty.txt", (DOCS / "unstructured__empty.txt").read_bytes(), "EMPTY_FILE"),
-        ("blank.txt", (DOCS / "unstructured__fake-text-all-whitespace.txt").read_bytes(), "EMPTY_FILE"),
+        (
+            "blank.txt",
+            (DOCS / "unstructured__fake-text-all-whitespace.txt").read_bytes(),
+            "EMPTY_FILE",
+        ),
         ("picture.png", b"\x89PNG\r\n\x1a\n" + bytes(200), "UNSUPPORTED_FORMAT"),
     ],
 )
-def test_bad_files_end_failed_with_a_code_and_409(stack: Stack, name: str, data: bytes, code: str) -> None:
+def test_bad_files_end_failed_with_a_code_and_409(
+    stack: Stack, name: str, data: bytes, code: str
+) -> None:
     doc_id = stack.upload(name, data).json()["documentId"]
     record = stack.wait_final(doc_id)
     assert record["status"] == "failed"
@@ -106,3 +115,16 @@ def test_delete_removes_catalog_row_index_chunks_and_files(stack: Stack) -> None
     while index.chunk_count(doc_id) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert index.chunk_count(doc_id) == 0
+
+
+def test_the_pipeline_runs_on_a_postgresql_catalog(
+    stack_factory: Callable[..., Stack], shared_redis: RedisServer, postgres_url: str
+) -> None:
+    stack = stack_factory(shared_redis.url, database_url=postgres_url)
+    doc_id = stack.upload("pg.md", "# PostgreSQL\n\n目录存储在 PostgreSQL 中。".encode()).json()[
+        "documentId"
+    ]
+    record = stack.wait_final(doc_id)
+    assert record["status"] == "completed" and record["title"] == "PostgreSQL"
+    assert "目录存储" in stack.client.get(f"/api/documents/{doc_id}/content").json()["text"]
+    stack.stop()  # release the database's connections before it is dropped

@@ -25,7 +25,10 @@ def test_kill_9_of_the_extract_worker_loses_nothing(
         reconcile_interval_seconds=2,
     )
     big = ("Война и мир. " * 20 + "\n") * 40_000  # ~10 MB of text: extraction takes a while
-    ids = [stack.upload(f"novel-{n}.txt", f"{n}\n{big}".encode()).json()["documentId"] for n in range(4)]
+    ids = [
+        stack.upload(f"novel-{n}.txt", f"{n}\n{big}".encode()).json()["documentId"]
+        for n in range(4)
+    ]
     broker = redis.Redis.from_url(redis_server.url)
 
     def holding_a_task() -> bool:
@@ -64,7 +67,10 @@ def test_redis_down_gives_503_and_the_api_recovers_without_restart(
     assert body["errorDetails"]["component"] == "broker"
     assert stack.client.delete(f"/api/documents/{before}").status_code == 503
     health = stack.client.get("/health")
-    assert health.status_code == 503 and health.json()["errorDetails"]["checks"]["broker"]["ok"] is False
+    assert (
+        health.status_code == 503
+        and health.json()["errorDetails"]["checks"]["broker"]["ok"] is False
+    )
     # Reads do not need the broker.
     assert stack.client.get(f"/api/documents/{before}/content").status_code == 200
     assert stack.client.get("/api/documents").json()["total"] == 1  # nothing half-recorded

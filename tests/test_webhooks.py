@@ -20,7 +20,9 @@ from tests.conftest import RedisServer, Stack
 SECRET = "s3cret-for-webhook-tests"
 
 
-def post_event(client: Any, event: dict[str, Any], secret: str = SECRET, timestamp: int | None = None) -> Any:
+def post_event(
+    client: Any, event: dict[str, Any], secret: str = SECRET, timestamp: int | None = None
+) -> Any:
     body = json.dumps(event).encode()
     stamp = str(int(time.time()) if timestamp is None else timestamp)
     headers = {
@@ -37,15 +39,24 @@ def created(event_id: str, **document: Any) -> dict[str, Any]:
 
 @pytest.fixture
 def client(tmp_path: Path, shared_redis: RedisServer) -> Iterator[TestClient]:
-    settings = Settings(data_dir=tmp_path / "data", redis_url=shared_redis.url, webhook_secret=SECRET)
+    settings = Settings(
+        data_dir=tmp_path / "data", redis_url=shared_redis.url, webhook_secret=SECRET
+    )
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         yield client
 
 
 def test_signed_event_with_inline_content_is_queued(client: TestClient) -> None:
-    response = post_event(client, created("evt-1", id="wh-1", name="note.md", content="# Hi\n\ntext"))
+    response = post_event(
+        client, created("evt-1", id="wh-1", name="note.md", content="# Hi\n\ntext")
+    )
     assert response.status_code == 202
-    assert response.json() == {"eventId": "evt-1", "documentId": "wh-1", "duplicate": False, "status": "queued"}
+    assert response.json() == {
+        "eventId": "evt-1",
+        "documentId": "wh-1",
+        "duplicate": False,
+        "status": "queued",
+    }
     record = client.get("/api/documents/wh-1").json()
     assert record["name"] == "note.md" and record["format"] == "text/markdown"
 
@@ -54,7 +65,9 @@ def test_base64_content_is_accepted(client: TestClient) -> None:
     data = base64.b64encode("Привет, мир".encode()).decode()
     response = post_event(client, created("evt-b64", name="ru.txt", contentBase64=data))
     assert response.status_code == 202
-    assert client.get(f"/api/documents/{response.json()['documentId']}").json()["size"] == len("Привет, мир".encode())
+    assert client.get(f"/api/documents/{response.json()['documentId']}").json()["size"] == len(
+        "Привет, мир".encode()
+    )
 
 
 def test_bad_signature_is_401_and_records_nothing(client: TestClient) -> None:
@@ -83,7 +96,12 @@ def test_replayed_event_id_creates_no_second_document(client: TestClient) -> Non
 
 
 def test_url_to_loopback_is_refused_by_default(client: TestClient) -> None:
-    for url in ["http://127.0.0.1:8000/x", "http://localhost/x", "http://[::1]/x", "http://10.0.0.8/x"]:
+    for url in [
+        "http://127.0.0.1:8000/x",
+        "http://localhost/x",
+        "http://[::1]/x",
+        "http://10.0.0.8/x",
+    ]:
         response = post_event(client, created(f"evt-url-{url}", url=url))
         assert response.status_code == 400, url
         body = response.json()
@@ -109,7 +127,9 @@ def test_a_refused_event_can_be_sent_again(client: TestClient) -> None:
         ({"id": "e", "type": "document.exploded", "document": {}}, "type"),
     ],
 )
-def test_malformed_events_are_400_naming_the_field(client: TestClient, event: dict[str, Any], field: str) -> None:
+def test_malformed_events_are_400_naming_the_field(
+    client: TestClient, event: dict[str, Any], field: str
+) -> None:
     response = post_event(client, event)
     assert response.status_code == 400
     assert response.json()["errorCode"] == "INVALID_INPUT"
@@ -118,7 +138,11 @@ def test_malformed_events_are_400_naming_the_field(client: TestClient, event: di
 
 def test_update_and_delete_events(client: TestClient) -> None:
     post_event(client, created("evt-6", id="wh-6", content="v1"))
-    update = {"id": "evt-7", "type": "document.updated", "document": {"id": "wh-6", "content": "v2"}}
+    update = {
+        "id": "evt-7",
+        "type": "document.updated",
+        "document": {"id": "wh-6", "content": "v2"},
+    }
     assert post_event(client, update).status_code == 202
     assert client.get("/api/documents/wh-6").json()["version"] == 2
     delete = {"id": "evt-8", "type": "document.deleted", "document": {"id": "wh-6"}}
@@ -132,7 +156,10 @@ def test_webhooks_are_disabled_without_a_secret(tmp_path: Path, shared_redis: Re
     settings = Settings(data_dir=tmp_path / "data", redis_url=shared_redis.url)
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         response = post_event(client, created("evt-x", content="x"))
-        assert response.status_code == 403 and "LDIMS_WEBHOOK_SECRET" in response.json()["errorMessage"]
+        assert (
+            response.status_code == 403
+            and "LDIMS_WEBHOOK_SECRET" in response.json()["errorMessage"]
+        )
 
 
 def test_url_documents_are_fetched_by_a_worker_when_private_addresses_are_allowed(
@@ -141,8 +168,13 @@ def test_url_documents_are_fetched_by_a_worker_when_private_addresses_are_allowe
     stack = stack_factory(
         shared_redis.url, webhook_secret=SECRET, fetch_allow_private_addresses=True
     )
-    response = post_event(stack.client, created("evt-fetch", id="fetched", name="remote.txt", url=http_file_server))
+    response = post_event(
+        stack.client, created("evt-fetch", id="fetched", name="remote.txt", url=http_file_server)
+    )
     assert response.status_code == 202
     record = stack.wait_final("fetched")
     assert record["status"] == "completed" and record["sourceUrl"] == http_file_server
-    assert stack.client.get("/api/documents/fetched/content").json()["text"] == "Fetched over HTTP by a worker.\n"
+    assert (
+        stack.client.get("/api/documents/fetched/content").json()["text"]
+        == "Fetched over HTTP by a worker.\n"
+    )

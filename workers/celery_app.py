@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from ldims.settings import Settings, get_settings
 
@@ -37,7 +37,11 @@ def make_celery(settings: Settings) -> Celery:
     if settings.redis_key_prefix:
         transport_options["global_keyprefix"] = settings.redis_key_prefix
     app.conf.update(
-        task_queues=(Queue(EXTRACT_QUEUE), Queue(INDEX_QUEUE)),
+        # Each queue on its own direct exchange: no cross-binding between the two.
+        task_queues=tuple(
+            Queue(name, Exchange(name, type="direct"), routing_key=name)
+            for name in (EXTRACT_QUEUE, INDEX_QUEUE)
+        ),
         task_default_queue=EXTRACT_QUEUE,
         task_routes={
             "ldims.index": {"queue": INDEX_QUEUE},

@@ -35,7 +35,9 @@ def check_url(url: str, settings: Settings) -> None:
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
     except socket.gaierror as exc:
-        raise PermanentError("URL_NOT_ALLOWED", f"The host {parts.hostname!r} does not resolve.") from exc
+        raise PermanentError(
+            "URL_NOT_ALLOWED", f"The host {parts.hostname!r} does not resolve."
+        ) from exc
     for info in infos:
         address = ipaddress.ip_address(info[4][0])
         if not address.is_global:
@@ -62,7 +64,9 @@ def fetch_to_store(url: str, settings: Settings, blobs: BlobStore) -> tuple[Stor
             except httpx.TimeoutException as exc:
                 raise TransientError("TIMEOUT", "Fetching the URL timed out.") from exc
             except httpx.TransportError as exc:
-                raise TransientError("FETCH_FAILED", f"Network error: {type(exc).__name__}") from exc
+                raise TransientError(
+                    "FETCH_FAILED", f"Network error: {type(exc).__name__}"
+                ) from exc
     raise PermanentError("FETCH_FAILED", f"More than {MAX_REDIRECTS} redirects.")
 
 

@@ -154,7 +154,9 @@ def delete_from_index(rt: Runtime, document_ids: list[str]) -> None:
         raise TransientError("INDEX_BUSY", str(exc)) from exc
 
 
-def record_failure(rt: Runtime, document_id: str, sha256: str | None, code: str, message: str) -> None:
+def record_failure(
+    rt: Runtime, document_id: str, sha256: str | None, code: str, message: str
+) -> None:
     """End the document ``failed`` with ``code``, unless a newer version replaced it."""
     with rt.catalog.session() as session:
         if repository.fail(session, document_id, sha256, code, message):

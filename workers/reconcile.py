@@ -58,7 +58,9 @@ def find_stuck(rt: Runtime) -> ReconcileReport:
             document.status_changed_at = utcnow()
     redriven = len(report.fetch) + len(report.extract) + len(report.index)
     if redriven or report.failed:
-        log.warning("reconciler: re-driving %d documents, %d given up", redriven, len(report.failed))
+        log.warning(
+            "reconciler: re-driving %d documents, %d given up", redriven, len(report.failed)
+        )
     return report
 
 

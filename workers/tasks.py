@@ -46,9 +46,15 @@ def failure_of(exc: BaseException) -> tuple[str, str]:
 class PipelineTask(Task):  # type: ignore[misc]
     """Records the failure on the document when a task gives up."""
 
-    def on_failure(self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any) -> None:
+    def on_failure(
+        self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
+    ) -> None:
         document_id = args[0] if args else kwargs.get("document_id")
-        sha256 = None if self.name == "ldims.fetch" else (args[1] if len(args) > 1 else kwargs.get("sha256"))
+        sha256 = (
+            None
+            if self.name == "ldims.fetch"
+            else (args[1] if len(args) > 1 else kwargs.get("sha256"))
+        )
         code, message = failure_of(exc)
         pipeline.record_failure(pipeline.runtime(), document_id, sha256, code, message)
 
@@ -58,7 +64,9 @@ def _send(task: Task, *args: Any) -> None:
     try:
         task.apply_async(args=args)
     except OperationalError:
-        log.warning("could not publish %s for %s; the reconciler will re-drive it", task.name, args[0])
+        log.warning(
+            "could not publish %s for %s; the reconciler will re-drive it", task.name, args[0]
+        )
 
 
 @app.task(bind=True, base=PipelineTask, name="ldims.fetch", **_RETRY)

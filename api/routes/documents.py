@@ -55,10 +55,14 @@ def parse_datetime(value: str | None, field: str) -> datetime | None:
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
-def meta_from_fields(fields: dict[str, str], filename: str, default_collection: str) -> DocumentMeta:
+def meta_from_fields(
+    fields: dict[str, str], filename: str, default_collection: str
+) -> DocumentMeta:
     name = (fields.get("name") or filename or "").strip()
     if not name:
-        raise InvalidInput("The document needs a name (form field 'name' or a filename).", field="name")
+        raise InvalidInput(
+            "The document needs a name (form field 'name' or a filename).", field="name"
+        )
     return DocumentMeta(
         name=name[:512],
         collection=(fields.get("collection") or default_collection)[:128],

@@ -11,6 +11,7 @@ id seen before changes nothing (200, ``duplicate: true``). Events:
 from __future__ import annotations
 
 import base64
+import contextlib
 import binascii
 import hashlib
 import hmac
@@ -99,7 +100,9 @@ def _inline_bytes(document: WebhookDocument) -> bytes | None:
         try:
             return base64.b64decode(document.contentBase64, validate=True)
         except binascii.Error as exc:
-            raise InvalidInput("contentBase64 is not valid base64.", field="document.contentBase64") from exc
+            raise InvalidInput(
+                "contentBase64 is not valid base64.", field="document.contentBase64"
+            ) from exc
     return None if document.content is None else document.content.encode("utf-8")
 
 
@@ -113,10 +116,8 @@ def apply_event(services: Services, event: WebhookEventIn) -> tuple[str, IngestO
     if event.type == "document.deleted":
         if not doc.id:
             raise InvalidInput("document.deleted needs document.id.", field="document.id")
-        try:
+        with contextlib.suppress(NotFound):  # already gone: deleting is idempotent
             ingestion.delete(tenant, doc.id)
-        except NotFound:
-            pass  # already gone: deleting is idempotent
         return doc.id, None
     if event.type == "document.updated" and not doc.id:
         raise InvalidInput("document.updated needs document.id.", field="document.id")
@@ -134,7 +135,9 @@ def apply_event(services: Services, event: WebhookEventIn) -> tuple[str, IngestO
         outcome = ingestion.ingest_blob(tenant, writer.commit(), writer.head, meta, doc.id)
         return outcome.document.id, outcome
     if not doc.url:
-        raise InvalidInput("Give document.content, document.contentBase64 or document.url.", field="document")
+        raise InvalidInput(
+            "Give document.content, document.contentBase64 or document.url.", field="document"
+        )
     try:
         check_url(doc.url, settings)
     except PermanentError as exc:
@@ -148,9 +151,7 @@ def _claim_event(services: Services, event: WebhookEventIn) -> bool:
     try:
         with services.catalog.session() as session:
             session.add(
-                WebhookEvent(
-                    event_id=event.id, tenant=event.tenant or "", event_type=event.type
-                )
+                WebhookEvent(event_id=event.id, tenant=event.tenant or "", event_type=event.type)
             )
     except IntegrityError:
         return False
@@ -196,6 +197,8 @@ async def ingest_webhook(request: Request, services: ServicesDep) -> JSONRespons
         field = None
         if isinstance(exc, ValidationError) and exc.errors():
             field = ".".join(str(p) for p in exc.errors()[0]["loc"])
-        raise InvalidInput("The event is not valid JSON of the documented shape.", field=field) from exc
+        raise InvalidInput(
+            "The event is not valid JSON of the documented shape.", field=field
+        ) from exc
     status, payload = await run_in_threadpool(handle_event, services, event)
     return JSONResponse(payload, status_code=status)

@@ -32,7 +32,8 @@ def collect_files(paths: tuple[str, ...]) -> list[Path]:
             files += sorted(
                 p
                 for p in path.rglob("*")
-                if p.is_file() and not any(part.startswith(".") for part in p.relative_to(path).parts)
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
             )
         else:
             files.append(path)
@@ -42,13 +43,17 @@ def collect_files(paths: tuple[str, ...]) -> list[Path]:
 def _upload(client: httpx.Client, path: Path, fields: dict[str, str]) -> Outcome:
     try:
         with path.open("rb") as handle:
-            response = client.post("/api/documents", files={"file": (path.name, handle)}, data=fields)
+            response = client.post(
+                "/api/documents", files={"file": (path.name, handle)}, data=fields
+            )
     except httpx.HTTPError as exc:
         return Outcome(path, reason=f"upload failed: {type(exc).__name__}")
     body = response.json()
     if response.status_code in (200, 202):
         return Outcome(path, body["documentId"], body["status"])
-    return Outcome(path, reason=f"{response.status_code} {body.get('errorCode')}: {body.get('errorMessage')}")
+    return Outcome(
+        path, reason=f"{response.status_code} {body.get('errorCode')}: {body.get('errorMessage')}"
+    )
 
 
 def _wait(client: httpx.Client, outcomes: list[Outcome], timeout: float) -> None:
@@ -116,7 +121,9 @@ def run_ingest(
     for outcome in outcomes:
         if outcome.status not in ("completed", "queued", "processing") or outcome.reason:
             click.echo(f"  {outcome.status:<10} {outcome.path}  {outcome.reason}")
-    bad = counts["failed"] + counts["rejected"] + (
-        sum(1 for o in outcomes if o.status not in FINAL) if wait else 0
+    bad = (
+        counts["failed"]
+        + counts["rejected"]
+        + (sum(1 for o in outcomes if o.status not in FINAL) if wait else 0)
     )
     return 1 if bad else 0

@@ -64,6 +64,9 @@ def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> No
             settings, extract_workers or settings.extract_concurrency, flower
         )
     ]
+    # uvicorn re-raises the SIGTERM it handled once it has shut down; with the default
+    # handler that would kill this process before the children and Redis are stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         from api import create_app
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 _MAGIC: list[tuple[bytes, str]] = [
     (b"%PDF-", "application/pdf"),
     (b"PK\x03\x04", "application/zip"),
@@ -15,6 +17,8 @@ _MAGIC: list[tuple[bytes, str]] = [
 _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
 _HTML_PREFIXES = (b"<!doctype html", b"<html", b"<head", b"<body")
+# A fragment with no <html> root (saved e-mails, CMS exports) still opens with markup.
+_HTML_TAG = re.compile(rb"<(div|p|table|span|style|script|meta|title|h[1-6]|br|a|ul|li)\b")
 
 
 def _looks_like_text(head: bytes) -> bool:
@@ -33,7 +37,9 @@ def detect_format(head: bytes, name: str = "") -> str:
         if head.startswith(magic):
             return mime
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
-    if stripped.startswith(_HTML_PREFIXES):
+    if stripped.startswith(_HTML_PREFIXES) or (
+        stripped.startswith(b"<") and len(_HTML_TAG.findall(stripped[:4096])) >= 2
+    ):
         return "text/html"
     if not _looks_like_text(head):
         return "application/octet-stream"

@@ -1,0 +1,24 @@
+# The two commands of the README's quick start: `make serve` and `make test`.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+
+.PHONY: serve test bench lint
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+serve: $(VENV)/.installed
+	$(BIN)/ldims serve
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/pytest
+
+bench: $(VENV)/.installed
+	$(BIN)/python bench/ingest.py

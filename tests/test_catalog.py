@@ -1,0 +1,143 @@
+"""The catalog on SQLite and on PostgreSQL: migrations, conditional transitions, queries."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sqlalchemy import inspect, text
+
+from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, repository, utcnow
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    catalog = Catalog(url)
+    catalog.upgrade()
+    yield catalog
+    catalog.dispose()
+
+
+def add(
+    catalog: Catalog, doc_id: str, tenant: str = "t", sha: str = "a" * 64, **fields: object
+) -> None:
+    now = utcnow()
+    values: dict[str, object] = dict(
+        id=doc_id,
+        tenant=tenant,
+        collection="c",
+        name=f"{doc_id}.txt",
+        sha256=sha,
+        format="text/plain",
+        created_at=now,
+        updated_at=now,
+        status_changed_at=now,
+        version=1,
+        status="queued",
+        attempts=0,
+    )
+    values.update(fields)
+    with catalog.session() as session:
+        session.add(Document(**values))
+
+
+def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> None:
+    catalog.upgrade()  # a second run changes nothing
+    tables = set(inspect(catalog.engine).get_table_names())
+    assert {"documents", "webhook_events", "alembic_version"} <= tables
+    with catalog.engine.connect() as connection:
+        assert (
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        )
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
+    catalog = Catalog(f"sqlite:///{tmp_path / 'wal.sqlite3'}")
+    with catalog.engine.connect() as connection:
+        assert connection.execute(text("PRAGMA journal_mode")).scalar() == "wal"
+    catalog.dispose()
+
+
+def test_transitions_only_apply_to_the_version_they_were_keyed_by(catalog: Catalog) -> None:
+    add(catalog, "d1", sha="a" * 64)
+    with catalog.session() as session:
+        assert repository.start_processing(session, "d1", "b" * 64) is False  # stale task
+        assert repository.start_processing(session, "d1", "a" * 64) is True
+        assert repository.complete(session, "d1", "b" * 64, page_count=1) is False
+        assert repository.complete(session, "d1", "a" * 64, page_count=3) is True
+    with catalog.session() as session:
+        document = repository.get_document(session, "d1")
+        assert document is not None
+        assert (
+            document.status == "completed" and document.attempts == 1 and document.page_count == 3
+        )
+        assert document.status_changed_at.tzinfo is not None
+
+
+def test_fail_records_code_and_reason(catalog: Catalog) -> None:
+    add(catalog, "d2")
+    with catalog.session() as session:
+        assert repository.fail(session, "d2", "a" * 64, "EMPTY_FILE", "nothing in it")
+    with catalog.session() as session:
+        document = repository.get_document(session, "d2")
+        assert document is not None
+        assert (document.status, document.error_code, document.error_message) == (
+            "failed",
+            "EMPTY_FILE",
+            "nothing in it",
+        )
+
+
+def test_listing_filters_pages_and_isolates_tenants(catalog: Catalog) -> None:
+    base = datetime(2025, 1, 1, tzinfo=UTC)
+    for n in range(7):
+        add(
+            catalog,
+            f"l{n}",
+            sha=f"{n:064d}",
+            created_at=base + timedelta(days=n),
+            submitter="ann" if n % 2 else "bob",
+            document_type="memo" if n < 3 else "report",
+        )
+    add(catalog, "other", tenant="u")
+    with catalog.session() as session:
+        items, total = repository.list_documents(session, "t", DocumentFilter(), 3, 0)
+        assert total == 7 and [d.id for d in items] == ["l6", "l5", "l4"]
+        items, total = repository.list_documents(session, "t", DocumentFilter(), 3, 6)
+        assert total == 7 and [d.id for d in items] == ["l0"]
+        ann = DocumentFilter(submitter="ann", document_type="report")
+        assert {d.id for d in repository.list_documents(session, "t", ann, 50, 0)[0]} == {
+            "l3",
+            "l5",
+        }
+        window = DocumentFilter(
+            created_from=base + timedelta(days=2), created_to=base + timedelta(days=4)
+        )
+        assert repository.list_documents(session, "t", window, 50, 0)[1] == 3
+        assert repository.list_documents(session, "u", DocumentFilter(), 50, 0)[1] == 1
+        assert repository.count_by_status(session, "t") == {
+            "queued": 7,
+            "processing": 0,
+            "completed": 0,
+            "failed": 0,
+        }
+
+
+def test_stuck_documents_are_the_unfinished_ones_past_the_deadline(catalog: Catalog) -> None:
+    old = utcnow() - timedelta(hours=1)
+    add(catalog, "s1", sha="1" * 64, status_changed_at=old)
+    add(catalog, "s2", sha="2" * 64, status="processing", status_changed_at=old)
+    add(catalog, "s3", sha="3" * 64, status="completed", status_changed_at=old)
+    add(catalog, "s4", sha="4" * 64)  # recent
+    with catalog.session() as session:
+        stuck = repository.stuck_documents(session, utcnow() - timedelta(minutes=5))
+        assert {d.id for d in stuck} == {"s1", "s2"}
+        assert repository.find_by_content(session, "t", "3" * 64).id == "s3"  # type: ignore[union-attr]
+        assert repository.find_by_content(session, "u", "3" * 64) is None
+    assert DocumentStatus.COMPLETED.is_final and not DocumentStatus.PROCESSING.is_final

@@ -1,0 +1,135 @@
+"""The quick start for real: ``ldims serve`` with embedded Redis and SQLite, then the CLI."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.conftest import DOCS, ROOT, free_port, wait_until
+
+
+def ldims(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ldims.cli.main", *args]
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group is still running (zombies aside)."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(stat[2]) == pgid and stat[0] != "Z":
+                return True
+    return False
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    data_dir = tmp_path_factory.mktemp("serve") / "data"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDIMS_")}
+    env.update(LDIMS_DATA_DIR=str(data_dir), LDIMS_PORT=str(port), LOG_LEVEL="WARNING")
+    log = (data_dir.parent / "serve.log").open("wb")
+    process = subprocess.Popen(
+        ldims("serve", "--extract-workers", "1"),
+        env=env,
+        cwd=ROOT,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(healthy, 60, 0.2)
+        yield url, env
+    finally:
+        process.send_signal(signal.SIGTERM)  # to `ldims serve` alone, as a service manager would
+        try:
+            process.wait(60)
+        finally:
+            leftovers = group_alive(process.pid)
+            if leftovers:
+                os.killpg(process.pid, signal.SIGKILL)
+            log.close()
+    assert process.returncode == 0
+    assert not leftovers, "workers or the embedded Redis outlived `ldims serve`"
+    assert not (data_dir / "redis" / "redis.sock").exists()
+
+
+def test_serve_uses_embedded_redis_and_sqlite(served: tuple[str, dict[str, str]]) -> None:
+    url, env = served
+    data_dir = Path(env["LDIMS_DATA_DIR"])
+    health = httpx.get(f"{url}/health").json()
+    assert health["status"] == "ok"
+    assert (data_dir / "redis" / "redis.sock").exists()
+    assert (data_dir / "catalog.sqlite3").exists()
+
+
+def test_md_and_txt_uploaded_like_curl_reach_completed(served: tuple[str, dict[str, str]]) -> None:
+    url, _ = served
+    with httpx.Client(base_url=url) as client:
+        md = client.post(
+            "/api/documents", files={"file": ("hello.md", b"# Hello\n\nLDIMS works.\n")}
+        )
+        txt = client.post("/api/documents", files={"file": ("hello.txt", b"plain words")})
+        assert md.status_code == txt.status_code == 202
+        for response, text in [(md, "LDIMS works."), (txt, "plain words")]:
+            doc_id = response.json()["documentId"]
+
+            def completed(doc_id: str = doc_id) -> bool:
+                return client.get(f"/api/documents/{doc_id}").json()["status"] == "completed"
+
+            wait_until(completed, 60, 0.1)
+            assert text in client.get(f"/api/documents/{doc_id}/content").json()["text"]
+
+
+def test_ingest_a_folder_reports_completed_and_failed_with_reasons(
+    served: tuple[str, dict[str, str]], tmp_path: Path
+) -> None:
+    url, env = served
+    folder = tmp_path / "inbox"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.md").write_text("# A\n\nalpha")
+    (folder / "sub" / "b.txt").write_bytes((DOCS / "tika__russian.cp866.txt").read_bytes())
+    (folder / "empty.txt").write_bytes(b"")
+    (folder / ".hidden").write_text("skipped")
+    result = subprocess.run(
+        ldims("ingest", str(folder), "--url", url, "--collection", "inbox"),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr  # one file failed
+    assert "completed: 2, failed: 1" in result.stdout
+    assert "empty.txt" in result.stdout and "EMPTY_FILE" in result.stdout
+
+    status = subprocess.run(
+        ldims("status"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    counts = dict(line.split() for line in status.stdout.strip().splitlines())
+    assert counts["failed"] == "1" and int(counts["completed"]) >= 4
+    assert int(counts["total"]) == sum(
+        int(counts[s]) for s in ("queued", "processing", "completed", "failed")
+    )

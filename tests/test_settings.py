@@ -1,0 +1,77 @@
+"""Settings: every field documented in the README, seed names accepted, bad values refused."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from pydantic import AliasChoices, ValidationError
+
+from ldims.settings import Settings
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def env_names(name: str) -> list[str]:
+    alias = Settings.model_fields[name].validation_alias
+    if isinstance(alias, AliasChoices):
+        return [str(choice) for choice in alias.choices]
+    return [f"LDIMS_{name.upper()}"]
+
+
+def documented_names() -> set[str]:
+    rows = [
+        line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `")
+    ]
+    return {
+        match for row in rows for match in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])
+    }
+
+
+def test_every_setting_is_documented_in_the_readme_and_nothing_else() -> None:
+    expected = {env_names(name)[0] for name in Settings.model_fields}
+    documented = documented_names()
+    assert expected - documented == set(), "undocumented settings"
+    assert (
+        documented
+        - expected
+        - {env_names(n)[1] for n in Settings.model_fields if len(env_names(n)) > 1}
+        == set()
+    )
+
+
+def test_seed_names_work_with_and_without_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MCP_REQUEST_TIMEOUT_SECONDS", "12")
+    monkeypatch.setenv("LOG_LEVEL", "debug")
+    monkeypatch.setenv("LDIMS_SEARCH_MAX_RESULTS_HARD_LIMIT", "7")
+    settings = Settings()
+    assert settings.mcp_request_timeout_seconds == 12
+    assert settings.log_level == "DEBUG"
+    assert settings.search_max_results_hard_limit == 7
+
+
+def test_defaults_are_embedded_and_under_the_data_dir(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path)
+    assert settings.catalog_url == f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+    assert settings.effective_redis_url == f"unix://{tmp_path / 'redis' / 'redis.sock'}"
+    assert (
+        settings.search_max_results_hard_limit == 50 and settings.mcp_request_timeout_seconds == 30
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"webhook_secret": "changeme"},
+        {"webhook_secret": "short"},
+        {"task_soft_time_limit_seconds": 100, "task_time_limit_seconds": 100},
+        {"retry_backoff_max_seconds": 4000, "broker_visibility_timeout_seconds": 3600},
+        {"default_tenant": "has spaces"},
+        {"log_level": "LOUD"},
+        {"max_upload_bytes": 0},
+    ],
+)
+def test_bad_values_are_refused_at_start_up(overrides: dict[str, object]) -> None:
+    with pytest.raises(ValidationError):
+        Settings(**overrides)  # type: ignore[arg-type]
