@@ -11,8 +11,8 @@ id seen before changes nothing (200, ``duplicate: true``). Events:
 from __future__ import annotations
 
 import base64
-import contextlib
 import binascii
+import contextlib
 import hashlib
 import hmac
 import json
