@@ -39,12 +39,17 @@ def group_alive(pgid: int) -> bool:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
     data_dir = tmp_path_factory.mktemp("serve") / "data"
-    port = free_port()
+    port, flower_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDIMS_")}
-    env.update(LDIMS_DATA_DIR=str(data_dir), LDIMS_PORT=str(port), LOG_LEVEL="WARNING")
+    env.update(
+        LDIMS_DATA_DIR=str(data_dir),
+        LDIMS_PORT=str(port),
+        LDIMS_FLOWER_PORT=str(flower_port),
+        LOG_LEVEL="WARNING",
+    )
     log = (data_dir.parent / "serve.log").open("wb")
     process = subprocess.Popen(
-        ldims("serve", "--extract-workers", "1"),
+        ldims("serve", "--extract-workers", "1", "--flower"),
         env=env,
         cwd=ROOT,
         stdout=log,
@@ -133,3 +138,20 @@ def test_ingest_a_folder_reports_completed_and_failed_with_reasons(
     assert int(counts["total"]) == sum(
         int(counts[s]) for s in ("queued", "processing", "completed", "failed")
     )
+
+
+def test_flower_shows_the_pipeline_tasks(served: tuple[str, dict[str, str]]) -> None:
+    url, env = served
+    flower = f"http://127.0.0.1:{env['LDIMS_FLOWER_PORT']}"
+    doc_id = httpx.post(f"{url}/api/documents", files={"file": ("f.txt", b"watched by flower")})
+    doc_id = doc_id.json()["documentId"]
+
+    def seen() -> set[str] | None:
+        try:
+            tasks = httpx.get(f"{flower}/api/tasks", timeout=5).json()
+        except (httpx.HTTPError, ValueError):
+            return None
+        names = {t["name"] for t in tasks.values() if doc_id in (t.get("args") or "")}
+        return names if {"ldims.extract", "ldims.index"} <= names else None
+
+    assert wait_until(seen, 60, 0.5) == {"ldims.extract", "ldims.index"}
