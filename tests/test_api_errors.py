@@ -212,3 +212,39 @@ def test_health_is_200_when_everything_answers(client: TestClient) -> None:
     assert body["status"] == "ok"
     assert set(body["checks"]) == {"broker", "catalog", "index", "extractor"}
     assert all(check["ok"] for check in body["checks"].values())
+
+
+def test_a_broken_catalog_file_is_500_server_error_without_internals(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    settings = Settings(data_dir=tmp_path / "data", redis_url=shared_redis.url)
+    app = create_app(settings)
+    with TestClient(app, base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+        assert client.get("/api/documents").status_code == 200
+        app.state.services.catalog.dispose()
+        (tmp_path / "data" / "catalog.sqlite3").write_bytes(b"this is not a database" * 100)
+        for suffix in ("-wal", "-shm"):
+            (tmp_path / "data" / f"catalog.sqlite3{suffix}").unlink(missing_ok=True)
+        body = assert_error(client.get("/api/documents"), 500, "SERVER_ERROR")
+        assert body["errorMessage"] == "An unexpected error occurred on the server."
+        assert "sqlite" not in str(body).lower()
+
+
+def test_wrong_method_is_405_in_the_same_shape(client: TestClient) -> None:
+    assert_error(client.put("/api/documents"), 405, "INVALID_INPUT")
+
+
+def test_completed_document_whose_extraction_vanished_is_409(
+    client: TestClient, settings: Settings
+) -> None:
+    response = upload(client, b"short lived")
+    doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
+    rt = pipeline.Runtime(settings)
+    assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
+    assert pipeline.run_index(rt, doc_id, sha)
+    assert client.get(f"/api/documents/{doc_id}/content").json()["text"] == "short lived"
+    rt.extracts.delete(sha)
+    body = assert_error(
+        client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED"
+    )
+    assert body["errorDetails"]["failureCode"] == "CONTENT_MISSING"
