@@ -15,6 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from api import create_app
+from ldims.errors import PermanentError
 from ldims.settings import Settings
 from tests.conftest import RedisServer, free_port
 from workers import pipeline
@@ -137,9 +138,9 @@ def test_content_of_a_failed_document_is_409_with_the_failure(
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
     # Run the real extract step in this process: it must record UNSUPPORTED_FORMAT.
     rt = pipeline.Runtime(settings)
-    with pytest.raises(Exception) as raised:
+    with pytest.raises(PermanentError) as raised:
         pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
-    pipeline.record_failure(rt, doc_id, sha, raised.value.code, raised.value.message)  # type: ignore[attr-defined]
+    pipeline.record_failure(rt, doc_id, sha, raised.value.code, raised.value.message)
     body = assert_error(
         client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED"
     )
