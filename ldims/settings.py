@@ -183,6 +183,18 @@ class Settings(BaseSettings):
             raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
         return self
 
+    @classmethod
+    def env_names(cls) -> dict[str, list[str]]:
+        """Field name -> the environment variables that set it (the canonical name first)."""
+        names: dict[str, list[str]] = {}
+        for name, field in cls.model_fields.items():
+            alias = field.validation_alias
+            if isinstance(alias, AliasChoices):
+                names[name] = [str(choice) for choice in alias.choices]
+            else:
+                names[name] = [f"LDIMS_{name.upper()}"]
+        return names
+
     # --- derived locations -----------------------------------------------------------------
     @property
     def catalog_url(self) -> str:

@@ -11,7 +11,6 @@ from typing import Any
 import click
 import pytest
 import yaml
-from pydantic import AliasChoices
 
 from ldims.cli.main import cli
 from ldims.settings import Settings
@@ -34,20 +33,7 @@ COMPOSE = load_compose()
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 
 
-def setting_env_names() -> set[str]:
-    """Every environment variable name ``Settings`` reads (upper case)."""
-    names: set[str] = set()
-    for name, field in Settings.model_fields.items():
-        names.add(f"LDIMS_{name}".upper())
-        alias = field.validation_alias
-        if isinstance(alias, AliasChoices):
-            names.update(str(choice).upper() for choice in alias.choices)
-        elif isinstance(alias, str):
-            names.add(alias.upper())
-    return names
-
-
-SETTING_NAMES = setting_env_names()
+SETTING_NAMES = {name for names in Settings.env_names().values() for name in names}
 SEED_NAMES = {name for name in SETTING_NAMES if not name.startswith("LDIMS_")}
 
 

@@ -6,18 +6,11 @@ import re
 from pathlib import Path
 
 import pytest
-from pydantic import AliasChoices, ValidationError
+from pydantic import ValidationError
 
 from ldims.settings import Settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-
-
-def env_names(name: str) -> list[str]:
-    alias = Settings.model_fields[name].validation_alias
-    if isinstance(alias, AliasChoices):
-        return [str(choice) for choice in alias.choices]
-    return [f"LDIMS_{name.upper()}"]
 
 
 def documented_names() -> set[str]:
@@ -30,15 +23,11 @@ def documented_names() -> set[str]:
 
 
 def test_every_setting_is_documented_in_the_readme_and_nothing_else() -> None:
-    expected = {env_names(name)[0] for name in Settings.model_fields}
+    names = Settings.env_names().values()
+    canonical = {variants[0] for variants in names}
     documented = documented_names()
-    assert expected - documented == set(), "undocumented settings"
-    assert (
-        documented
-        - expected
-        - {env_names(n)[1] for n in Settings.model_fields if len(env_names(n)) > 1}
-        == set()
-    )
+    assert canonical - documented == set(), "undocumented settings"
+    assert documented - {name for variants in names for name in variants} == set()
 
 
 def test_seed_names_work_with_and_without_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
