@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import re
@@ -11,6 +12,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from api.ingestion import IngestionService
+from indexer import DocumentIndex
 from ldims.catalog import Catalog
 from ldims.errors import InvalidInput, Unauthorized
 from ldims.settings import Settings
@@ -28,6 +30,11 @@ class Services:
     catalog: Catalog
     dispatcher: Dispatcher
     ingestion: IngestionService
+
+    @functools.cached_property
+    def index(self) -> DocumentIndex:
+        """The index, opened once per process (its searchers refresh on their own)."""
+        return DocumentIndex(self.settings.index_dir)
 
 
 def get_services(request: Request) -> Services:

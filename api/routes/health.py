@@ -10,7 +10,6 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
-from indexer import DocumentIndex
 from workers import self_check
 
 router = APIRouter(tags=["health"])
@@ -34,7 +33,7 @@ def health(services: ServicesDep) -> JSONResponse:
     checks = {
         "broker": _check(services.dispatcher.ping),
         "catalog": _check(services.catalog.ping),
-        "index": _check(lambda: {"chunks": DocumentIndex(services.settings.index_dir).ping()}),
+        "index": _check(lambda: {"chunks": services.index.ping()}),
         "extractor": _check(self_check),
     }
     if all(check["ok"] for check in checks.values()):
