@@ -1,10 +1,38 @@
-"""The typed result of extracting one file, and its JSON form on disk."""
+"""The typed result of extracting one file, its JSON form on disk, and the extraction limits.
+
+Every extractor returns an :class:`ExtractionResult` or raises ``PermanentError`` with one of
+the failure codes below. Pages are numbered from 1; a section's page span refers to them.
+
+Failure codes (``PermanentError.code``):
+
+================== =====================================================================
+EMPTY_FILE         zero bytes, or no text at all after extraction of a text format
+ENCRYPTED          needs a password we do not have (an empty user password is tried)
+CORRUPT_FILE       the container or structure cannot be parsed
+NO_TEXT_LAYER      a PDF whose pages carry no text (scanned/image-only; OCR comes later)
+UNSUPPORTED_FORMAT no extractor for the type detected from the bytes
+TOO_LARGE          over a limit: bytes, pages, extracted characters or memory
+TIMEOUT            over the per-file wall time
+HOSTILE_FILE       zip bomb, XML entity bomb or a similar trap
+================== =====================================================================
+"""
 
 from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+FAILURE_CODES = (
+    "EMPTY_FILE",
+    "ENCRYPTED",
+    "CORRUPT_FILE",
+    "NO_TEXT_LAYER",
+    "UNSUPPORTED_FORMAT",
+    "TOO_LARGE",
+    "TIMEOUT",
+    "HOSTILE_FILE",
+)
 
 
 @dataclass(frozen=True)
@@ -23,16 +51,31 @@ class Section:
 
 
 @dataclass(frozen=True)
+class Table:
+    """A table as readable text: one line per row, cells separated by `` | ``."""
+
+    page: int
+    text: str
+
+
+@dataclass(frozen=True)
 class ExtractionResult:
-    """Everything later stages need of a file; produced once per content hash."""
+    """Everything later stages need of a file; produced once per content hash.
+
+    ``metadata`` keys, each optional: ``title``, ``author``, ``language`` (ISO 639-1),
+    ``created`` (ISO 8601), ``page_count``, ``encoding``, ``broken_pages`` (numbers of pages
+    that could not be parsed and are empty here), plus extractor-specific facts.
+    ``headers_footers`` holds running header/footer text, kept out of ``text`` and ``pages``.
+    """
 
     format: str
     extractor: str
     text: str
     pages: list[Page] = field(default_factory=list)
     sections: list[Section] = field(default_factory=list)
-    tables: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
+    headers_footers: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -42,4 +85,22 @@ class ExtractionResult:
         data = json.loads(raw)
         data["pages"] = [Page(**page) for page in data.get("pages", [])]
         data["sections"] = [Section(**section) for section in data.get("sections", [])]
+        data["tables"] = [Table(**table) for table in data.get("tables", [])]
         return cls(**data)
+
+
+@dataclass(frozen=True)
+class ExtractionLimits:
+    """The limits one extraction runs under (built from settings by the worker)."""
+
+    max_bytes: int = 100 * 1024 * 1024
+    max_pages: int = 5000
+    max_chars: int = 20_000_000
+    timeout_seconds: float = 120.0
+    max_memory_mib: int = 2048
+    # Zip containers (DOCX, XLSX, PPTX, ODF, EPUB): real uncompressed total, per-member ratio.
+    max_unzipped_bytes: int = 1024 * 1024 * 1024
+    max_zip_ratio: int = 200
+    max_zip_members: int = 20_000
+    # Tika: a server URL (tika-client over REST), or None for iscc-tika in-process.
+    tika_url: str | None = None
