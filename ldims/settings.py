@@ -97,6 +97,47 @@ class Settings(BaseSettings):
         default=1024, gt=0, description="A worker child above this resident size is replaced."
     )
 
+    # --- extraction ----------------------------------------------------------------------
+    extract_max_pages: int = Field(
+        default=5000, gt=0, description="Files with more pages fail TOO_LARGE."
+    )
+    extract_max_chars: int = Field(
+        default=20_000_000,
+        gt=0,
+        description="Files whose extracted text is longer fail TOO_LARGE.",
+    )
+    extract_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        description="Wall time for extracting one file; past it the extractor process is "
+        "killed and the document fails TIMEOUT.",
+    )
+    extract_max_memory_mib: int = Field(
+        default=2048,
+        gt=0,
+        description="Memory (RSS) an extractor process may use for one file; above it the "
+        "process is killed and the document fails TOO_LARGE.",
+    )
+    extract_recycle_after: int = Field(
+        default=50, gt=0, description="Files an extractor process handles before it is replaced."
+    )
+    zip_max_unzipped_bytes: int = Field(
+        default=1024 * MiB,
+        gt=0,
+        description="Real uncompressed size allowed for a ZIP-based document (DOCX, XLSX, PPTX, "
+        "ODF, EPUB); larger ones are zip bombs (HOSTILE_FILE).",
+    )
+    zip_max_ratio: int = Field(
+        default=200,
+        gt=1,
+        description="Compression ratio above which a large ZIP member is a bomb (HOSTILE_FILE).",
+    )
+    tika_url: str | None = Field(
+        default=None,
+        description="Apache Tika server for Office/RTF/EPUB files (e.g. http://tika:9998). "
+        "Unset: iscc-tika runs in-process inside the extractor process.",
+    )
+
     # --- API -----------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the API.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port of the API.")
@@ -179,6 +220,10 @@ class Settings(BaseSettings):
         if self.task_time_limit_seconds <= self.task_soft_time_limit_seconds:
             raise ValueError("task_time_limit_seconds must exceed task_soft_time_limit_seconds")
         # A countdown beyond the visibility timeout makes Redis deliver the task twice.
+        # The extractor's own wall time must end first, so the file fails TIMEOUT with a clear
+        # reason instead of the task being killed.
+        if self.extract_timeout_seconds >= self.task_soft_time_limit_seconds:
+            raise ValueError("extract_timeout_seconds must be below task_soft_time_limit_seconds")
         if self.retry_backoff_max_seconds >= self.broker_visibility_timeout_seconds:
             raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
         return self

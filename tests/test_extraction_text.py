@@ -9,9 +9,9 @@ import pytest
 from ldims.blobs import BlobStore
 from ldims.errors import PayloadTooLarge, PermanentError
 from tests.conftest import DOCS
-from workers import detect_format, extract_file
+from workers.extraction import ExtractionLimits, detect_format, extract_file
 
-LIMIT = 50 * 1024 * 1024
+LIMIT = ExtractionLimits()
 
 
 def test_cp866_russian_text_is_decoded() -> None:
@@ -49,7 +49,7 @@ def test_empty_text_fails_with_a_code(name: str, code: str) -> None:
 
 def test_over_the_size_limit_is_too_large() -> None:
     with pytest.raises(PermanentError) as raised:
-        extract_file(DOCS / "docling__wiki.md", "text/markdown", 100)
+        extract_file(DOCS / "docling__wiki.md", "text/markdown", ExtractionLimits(max_bytes=100))
     assert raised.value.code == "TOO_LARGE"
 
 
@@ -73,10 +73,20 @@ def test_type_is_detected_from_bytes(name: str, mime: str) -> None:
         assert detect_format(head, "renamed.txt") == mime
 
 
-def test_formats_without_an_extractor_fail_as_unsupported() -> None:
+def test_unknown_binary_fails_as_unsupported(tmp_path: Path) -> None:
+    blob = tmp_path / "report.pdf"
+    blob.write_bytes(bytes(range(256)) * 64)
+    mime = detect_format(blob.read_bytes()[:8192], blob.name)
+    assert mime == "application/octet-stream"
     with pytest.raises(PermanentError) as raised:
-        extract_file(DOCS / "pdfplumber__federal-register-2020-17221.pdf", "application/pdf", LIMIT)
+        extract_file(blob, mime, LIMIT)
     assert raised.value.code == "UNSUPPORTED_FORMAT"
+
+
+def test_text_over_the_character_limit_is_too_large() -> None:
+    with pytest.raises(PermanentError) as raised:
+        extract_file(DOCS / "docling__wiki.md", "text/markdown", ExtractionLimits(max_chars=1000))
+    assert raised.value.code == "TOO_LARGE"
 
 
 def test_blob_store_streams_names_by_hash_and_enforces_its_limit(tmp_path: Path) -> None:

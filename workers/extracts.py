@@ -1,4 +1,4 @@
-"""Extraction results on disk, named by the original's sha256, its format and the extractor version.
+"""Extraction results on disk, named by the original's sha256 and the extractor version.
 
 Content-addressed like the originals: the same bytes are extracted once, a task that runs
 twice finds the result already there, and a new extractor version extracts again.
@@ -13,7 +13,7 @@ from pathlib import Path
 
 from workers.extraction import ExtractionResult
 
-EXTRACTOR_VERSION = 1
+EXTRACTOR_VERSION = 2
 
 
 class ExtractStore:
@@ -21,8 +21,11 @@ class ExtractStore:
         self.root = root
 
     def path(self, sha256: str, mime: str) -> Path:
-        slug = mime.replace("/", "_")
-        return self.root / sha256[:2] / f"{sha256}.{slug}.v{EXTRACTOR_VERSION}.json"
+        # Only the Markdown/plain-text reading of the same bytes differs; every other type is
+        # fixed by the content (and refined from "zip" to "docx" during extraction, so the
+        # upload-time type and the final one must find the same file).
+        flavour = "markdown" if mime == "text/markdown" else "content"
+        return self.root / sha256[:2] / f"{sha256}.{flavour}.v{EXTRACTOR_VERSION}.json"
 
     def exists(self, sha256: str, mime: str) -> bool:
         return self.path(sha256, mime).is_file()

@@ -17,7 +17,7 @@ from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
 from ldims.errors import PermanentError, TransientError
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
-from workers.extraction import detect_format, extract_file
+from workers.extraction import ExtractionLimits, ExtractionSandbox, detect_format
 from workers.extracts import ExtractStore
 from workers.fetch import fetch_to_store
 
@@ -41,6 +41,28 @@ class Runtime:
     @functools.cached_property
     def index(self) -> DocumentIndex:
         return DocumentIndex(self.settings.index_dir)
+
+    @functools.cached_property
+    def sandbox(self) -> ExtractionSandbox:
+        return ExtractionSandbox(recycle_after=self.settings.extract_recycle_after)
+
+    @functools.cached_property
+    def limits(self) -> ExtractionLimits:
+        return extraction_limits(self.settings)
+
+
+def extraction_limits(settings: Settings) -> ExtractionLimits:
+    """The extraction limits configured in ``settings``."""
+    return ExtractionLimits(
+        max_bytes=settings.max_upload_bytes,
+        max_pages=settings.extract_max_pages,
+        max_chars=settings.extract_max_chars,
+        timeout_seconds=settings.extract_timeout_seconds,
+        max_memory_mib=settings.extract_max_memory_mib,
+        max_unzipped_bytes=settings.zip_max_unzipped_bytes,
+        max_zip_ratio=settings.zip_max_ratio,
+        tika_url=settings.tika_url,
+    )
 
 
 @functools.cache
@@ -81,7 +103,7 @@ def run_extract(rt: Runtime, document_id: str, sha256: str, first_delivery: bool
         path = rt.blobs.path(sha256)
         if not path.is_file():
             raise PermanentError("STORAGE_ERROR", "The stored original is missing.")
-        result = extract_file(path, mime, rt.settings.max_upload_bytes)
+        result = rt.sandbox.run(path, mime, rt.limits)
         rt.extracts.save(sha256, result)
     with rt.catalog.session() as session:
         return repository.touch(session, document_id, sha256)
@@ -120,6 +142,7 @@ def run_index(rt: Runtime, document_id: str, sha256: str) -> bool:
             page_count=len(result.pages),
             title=result.metadata.get("title"),
             language=result.metadata.get("language"),
+            format=result.format,
         )
 
 

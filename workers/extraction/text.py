@@ -27,10 +27,38 @@ def decode_text(data: bytes) -> tuple[str, str]:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
         pass
-    best = charset_normalizer.from_bytes(data).best()
-    if best is None:
+    matches = list(charset_normalizer.from_bytes(data))
+    if not matches:
         raise PermanentError("UNSUPPORTED_FORMAT", "The file is not text in any known encoding.")
-    return str(best), best.encoding
+    # Several single-byte code pages decode Western text about equally well (cp1250 turns
+    # "très" into "trčs"); among the least chaotic guesses take the most coherent, and on a
+    # tie the code page most files in the wild use.
+    least_chaos = min(match.chaos for match in matches)
+    close = [match for match in matches if match.chaos - least_chaos < 0.01]
+    best = max(close, key=lambda m: (round(m.coherence, 2), _preference(m.encoding)))
+    encoding = _equivalent_common_encoding(data, str(best), best.encoding)
+    return str(best), encoding
+
+
+# Most common first: a guess named here wins a tie against one that is not.
+_PREFERRED = ["cp1252", "cp1251", "gb18030", "cp866", "koi8_r", "latin_1", "big5", "shift_jis"]
+
+
+def _preference(encoding: str) -> int:
+    return len(_PREFERRED) - _PREFERRED.index(encoding) if encoding in _PREFERRED else 0
+
+
+def _equivalent_common_encoding(data: bytes, text: str, encoding: str) -> str:
+    """Report a common code page (cp866 for cp1125) when it decodes the bytes identically."""
+    for common in _PREFERRED:
+        if common == encoding:
+            break
+        try:
+            if data.decode(common) == text:
+                return common
+        except UnicodeDecodeError:
+            continue
+    return encoding
 
 
 def markdown_sections(text: str) -> list[Section]:

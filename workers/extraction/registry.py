@@ -1,0 +1,140 @@
+"""Choosing the extractor for a file by the type found in its bytes, and the checks around it.
+
+The order for one file: size limits → the real type of ZIP/OLE2 containers → hostile-container
+guards → the extractor for that type → language detection when the file did not declare one.
+Extractor modules are imported on first use, so the API process (which only detects types)
+does not load PDFium, python-docx or Tika.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from ldims.errors import PermanentError
+from workers.extraction import containers
+from workers.extraction.common import ensure_chars
+from workers.extraction.guards import check_zip
+from workers.extraction.result import ExtractionLimits, ExtractionResult
+
+PDF = "application/pdf"
+HTML = "text/html"
+TEXT_TYPES = ("text/plain", "text/markdown")
+# Everything Tika reads for us (the REST server when LDIMS_TIKA_URL is set, else in-process).
+TIKA_TYPES = (
+    containers.XLSX,
+    containers.PPTX,
+    containers.DOC,
+    containers.XLS,
+    containers.PPT,
+    containers.MSG,
+    containers.EPUB,
+    "application/rtf",
+    "application/vnd.oasis.opendocument.text",
+    "application/vnd.oasis.opendocument.spreadsheet",
+    "application/vnd.oasis.opendocument.presentation",
+)
+_ZIP_BASED = (containers.DOCX, containers.XLSX, containers.PPTX, containers.EPUB)
+_LANGUAGE_SAMPLE = 20_000
+
+Extractor = Callable[[Path, str, ExtractionLimits], ExtractionResult]
+
+
+def extract_path(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    """Extract the file at ``path`` whose head was detected as ``mime``; raise with a code."""
+    size = path.stat().st_size
+    if size == 0:
+        raise PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
+    if size > limits.max_bytes:
+        raise PermanentError(
+            "TOO_LARGE", f"The file has {size} bytes; the limit is {limits.max_bytes}."
+        )
+    mime = containers.refine_container_format(path, mime)
+    if mime == containers.ENCRYPTED_OFFICE:
+        raise PermanentError(
+            "ENCRYPTED",
+            "The Office document is encrypted with a password; LDIMS cannot open it. "
+            "Upload a copy without password protection.",
+        )
+    if mime in _ZIP_BASED or mime.startswith("application/vnd.oasis.opendocument."):
+        check_zip(path, limits)
+    result = _extractor_for(mime)(path, mime, limits)
+    return _with_language(replace(result, format=mime))
+
+
+def supported_types() -> tuple[str, ...]:
+    """Every MIME type some extractor accepts."""
+    return (PDF, containers.DOCX, HTML, *TEXT_TYPES, *TIKA_TYPES)
+
+
+def _extractor_for(mime: str) -> Extractor:
+    if mime == PDF:
+        return _pdf
+    if mime == containers.DOCX:
+        return _docx
+    if mime == HTML:
+        return _html
+    if mime in TEXT_TYPES:
+        return _text
+    if mime in TIKA_TYPES:
+        return _tika
+    if mime.startswith("image/"):
+        raise PermanentError(
+            "UNSUPPORTED_FORMAT",
+            f"The file is an image ({mime}); text recognition (OCR) is not available in this "
+            "version.",
+        )
+    raise PermanentError(
+        "UNSUPPORTED_FORMAT",
+        f"The file's content is {mime}, which LDIMS cannot extract text from. Supported: PDF, "
+        "Word, PowerPoint, Excel, OpenDocument, RTF, EPUB, HTML, Markdown and plain text.",
+    )
+
+
+def _pdf(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.pdf import extract_pdf
+
+    return extract_pdf(path, limits)
+
+
+def _docx(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.word import extract_docx
+
+    return extract_docx(path, limits)
+
+
+def _html(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.html import extract_html
+
+    return extract_html(path, limits)
+
+
+def _tika(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.tika import extract_with_tika
+
+    return extract_with_tika(path, mime, limits)
+
+
+def _text(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.text import extract_text
+
+    # Decoding needs the whole file; a text file's characters are at most its bytes.
+    ensure_chars(path.stat().st_size // 4, limits)
+    result = extract_text(path.read_bytes(), mime)
+    ensure_chars(len(result.text), limits)
+    return result
+
+
+def _with_language(result: ExtractionResult) -> ExtractionResult:
+    if result.metadata.get("language") or not result.text.strip():
+        return result
+    language = _detect_language(result.text[:_LANGUAGE_SAMPLE])
+    return replace(result, metadata={**result.metadata, "language": language})
+
+
+def _detect_language(sample: str) -> str:
+    import py3langid  # loads its model once per process, on first use
+
+    language, _score = py3langid.classify(sample)
+    return str(language)
