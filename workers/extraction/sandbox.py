@@ -12,13 +12,13 @@ native leaks (iscc-tika keeps a GraalVM isolate) cannot accumulate.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import os
 import signal
-import threading
+import socket
+import subprocess
+import sys
 import time
 from multiprocessing.connection import Connection
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 import psutil
@@ -29,6 +29,7 @@ from workers.extraction.result import ExtractionLimits, ExtractionResult
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.05
+_CHILD_MODULE = "workers.extraction.sandbox_child"
 _ERRORS: dict[str, type[ProcessingError]] = {
     "PermanentError": PermanentError,
     "TransientError": TransientError,
@@ -40,9 +41,10 @@ class ExtractionSandbox:
 
     def __init__(self, recycle_after: int = 50) -> None:
         self.recycle_after = recycle_after
-        self._process: BaseProcess | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
         self._jobs = 0
+        self.last_peak_rss = 0  # bytes, sampled while the last file was being extracted
 
     def run(self, path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
         """Extract ``path`` in the child; raise ``ProcessingError`` with a code on failure."""
@@ -54,7 +56,12 @@ class ExtractionSandbox:
             self.close()
             raise
         self._jobs += 1
-        if self._jobs >= self.recycle_after:
+        # A child that grew past the limit while finishing a job (native caches, fragmented
+        # heaps) is replaced now rather than carried into the next file.
+        rss = _rss(psutil.Process(process.pid))
+        self.last_peak_rss = max(self.last_peak_rss, rss)
+        over_limit = rss > limits.max_memory_mib * 1024 * 1024
+        if self._jobs >= self.recycle_after or over_limit:
             self.close()
         if status == "ok":
             return payload
@@ -65,47 +72,48 @@ class ExtractionSandbox:
         """Stop the child (it is started again on the next ``run``)."""
         if self._conn is not None:
             self._conn.close()
-        if self._process is not None and self._process.is_alive():
+        if self._process is not None and self._process.poll() is None:
             self._process.kill()
-            self._process.join(5)
+            self._process.wait(5)
         self._process, self._conn, self._jobs = None, None, 0
 
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def _child(self) -> tuple[BaseProcess, Connection]:
-        if self._process is None or not self._process.is_alive() or self._conn is None:
+    def _child(self) -> tuple[subprocess.Popen[bytes], Connection]:
+        if self._process is None or self._process.poll() is not None or self._conn is None:
             self.close()
-            # spawn, not fork: the child must not inherit the worker's threads, sockets and
-            # Celery state, and native libraries are loaded fresh in it.
-            context = multiprocessing.get_context("spawn")
-            parent_end, child_end = context.Pipe()
-            process = context.Process(
-                target=_child_main, args=(child_end, os.getpid()), name="ldims-extract"
-            )
-            process.daemon = False
-            process.start()
+            # A fresh interpreter, not a fork: the child must not inherit the worker's threads,
+            # sockets and Celery state, and native libraries are loaded fresh in it. It is run
+            # as a module (not multiprocessing's spawn, which re-imports the parent's __main__).
+            parent_end, child_end = socket.socketpair()
+            fd = child_end.fileno()
+            command = [sys.executable, "-m", _CHILD_MODULE, str(fd), str(os.getpid())]
+            process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL)
             child_end.close()
-            self._process, self._conn = process, parent_end
+            self._process, self._conn = process, Connection(parent_end.detach())
         assert self._process is not None and self._conn is not None
         return self._process, self._conn
 
     def _wait(
-        self, process: BaseProcess, conn: Connection, limits: ExtractionLimits
+        self, process: subprocess.Popen[bytes], conn: Connection, limits: ExtractionLimits
     ) -> tuple[str, object]:
         deadline = time.monotonic() + limits.timeout_seconds
         max_rss = limits.max_memory_mib * 1024 * 1024
         watched = psutil.Process(process.pid)
+        self.last_peak_rss = _rss(watched)
         while True:
             if conn.poll(_POLL_SECONDS):
                 try:
                     return conn.recv()
                 except (EOFError, OSError):
                     return self._died(process)
-            if not process.is_alive():
+            if process.poll() is not None:
                 return self._died(process)
-            if _rss(watched) > max_rss:
+            rss = _rss(watched)
+            self.last_peak_rss = max(self.last_peak_rss, rss)
+            if rss > max_rss:
                 raise PermanentError(
                     "TOO_LARGE",
                     f"Extracting this file needed more than {limits.max_memory_mib} MiB of "
@@ -118,9 +126,8 @@ class ExtractionSandbox:
                     "limit); it was stopped.",
                 )
 
-    def _died(self, process: BaseProcess) -> tuple[str, object]:
-        process.join(5)
-        code = process.exitcode
+    def _died(self, process: subprocess.Popen[bytes]) -> tuple[str, object]:
+        code = process.wait(5)
         self.close()
         if code == -signal.SIGKILL:
             raise PermanentError(
@@ -141,41 +148,3 @@ def _rss(process: psutil.Process) -> int:
         return total
     except psutil.Error:
         return 0
-
-
-def _child_main(conn: Connection, parent_pid: int) -> None:
-    """The child's loop: receive a job, extract, send ``("ok", result)`` or ``("error", …)``."""
-    # The worker owns shutdown; Ctrl-C in a terminal must not kill an extraction half-way.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
-    from workers.extraction.registry import extract_path
-
-    while True:
-        try:
-            path, mime, limits = conn.recv()
-        except (EOFError, OSError):
-            return
-        try:
-            reply: tuple[str, object] = ("ok", extract_path(Path(path), mime, limits))
-        except ProcessingError as exc:
-            reply = ("error", (type(exc).__name__, exc.code, exc.message))
-        except MemoryError:
-            reply = ("error", ("PermanentError", "TOO_LARGE", "The file needs too much memory."))
-        except Exception as exc:  # a parser bug on a strange file: report it, stay alive
-            reply = ("error", ("PermanentError", "CORRUPT_FILE", _parser_failure(exc)))
-        try:
-            conn.send(reply)
-        except (BrokenPipeError, OSError):
-            return
-
-
-def _parser_failure(exc: Exception) -> str:
-    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return f"The parser could not read this file ({type(exc).__name__}{': ' if detail else ''}{detail})."
-
-
-def _exit_with_parent(parent_pid: int) -> None:
-    # A worker killed by its hard time limit must not leave an orphan extracting for minutes.
-    while os.getppid() == parent_pid:
-        time.sleep(1)
-    os._exit(0)
