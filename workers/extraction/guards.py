@@ -8,7 +8,10 @@ XXE attempt, refused before any XML parser expands it.
 
 from __future__ import annotations
 
+import struct
 import zipfile
+import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 from ldims.errors import PermanentError
@@ -35,7 +38,7 @@ def check_zip(path: Path, limits: ExtractionLimits) -> None:
             total = 0
             for member in members:
                 total += _check_member(archive, member, limits, total)
-    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as exc:
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, zlib.error) as exc:
         raise PermanentError(
             "CORRUPT_FILE", f"The ZIP container is damaged and cannot be read: {exc}"
         ) from exc
@@ -53,16 +56,53 @@ def _check_member(
             f"(the limit is {limits.max_zip_ratio}x)"
         )
     is_xml = member.filename.lower().endswith(_XML_SUFFIXES)
+    head = b""
     size = 0
-    with archive.open(member) as stream:
-        while chunk := stream.read(_CHUNK):
-            if is_xml and size < _HEAD and b"<!ENTITY" in chunk[: _HEAD - size + 8]:
+    for chunk in _real_content(archive, member):
+        if is_xml and len(head) < _HEAD:
+            head += chunk[: _HEAD - len(head)]
+            if b"<!ENTITY" in head:
                 raise _hostile(f"XML entity declarations in {member.filename!r} (entity bomb/XXE)")
-            size += len(chunk)
-            if size > declared:
-                raise _hostile(f"member {member.filename!r} is larger than its header declares")
-            if total + size > limits.max_unzipped_bytes:
-                raise _hostile(
-                    f"it expands beyond {limits.max_unzipped_bytes} bytes (the unzipped limit)"
-                )
+        size += len(chunk)
+        if size > max(declared, member.compress_size) * 1.01 + 1024:
+            # zipfile itself stops at the declared size, but other readers (Tika) do not.
+            raise _hostile(f"member {member.filename!r} is larger than its header declares")
+        if total + size > limits.max_unzipped_bytes:
+            raise _hostile(
+                f"it expands beyond {limits.max_unzipped_bytes} bytes (the unzipped limit)"
+            )
+        if size > member.compress_size * limits.max_zip_ratio and size > _RATIO_FLOOR:
+            raise _hostile(f"member {member.filename!r} expands more than {limits.max_zip_ratio}x")
     return size
+
+
+def _real_content(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> Iterator[bytes]:
+    """The member's bytes as the compressed data really holds them, ignoring declared sizes.
+
+    Deflate (what Office and EPUB use) is inflated here from the raw stream; other methods go
+    through zipfile, which stops at the declared size.
+    """
+    if member.compress_type != zipfile.ZIP_DEFLATED or archive.filename is None:
+        with archive.open(member) as stream:
+            while chunk := stream.read(_CHUNK):
+                yield chunk
+        return
+    with open(archive.filename, "rb") as raw:
+        raw.seek(member.header_offset)
+        header = raw.read(30)
+        if len(header) < 30 or header[:4] != b"PK\x03\x04":
+            raise zipfile.BadZipFile(f"bad local header for {member.filename!r}")
+        name_length, extra_length = struct.unpack("<HH", header[26:30])
+        raw.seek(name_length + extra_length, 1)
+        inflater = zlib.decompressobj(-15)
+        remaining = member.compress_size
+        while remaining > 0 and not inflater.eof:
+            data = raw.read(min(_CHUNK, remaining))
+            if not data:
+                break
+            remaining -= len(data)
+            while data:
+                chunk = inflater.decompress(data, _CHUNK)
+                if chunk:
+                    yield chunk
+                data = inflater.unconsumed_tail

@@ -1,0 +1,163 @@
+"""Limits and hostile files: zip and XML entity bombs, encrypted Office packages, wall time and
+memory enforced on the extractor child process, which a failure never takes down for good."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import string
+import struct
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ldims.errors import PermanentError
+from tests.conftest import DOCS
+from workers.extraction import ExtractionLimits, ExtractionSandbox, detect_format, extract_file
+
+BIG_PDF = DOCS / "unstructured__pdf2image-memory-error-test-400p.pdf"
+DOCX_TEMPLATE = DOCS / "docling__word_sample.docx"
+MIB = 1024 * 1024
+
+
+def docx_with_body(target: Path, body: bytes) -> Path:
+    """A copy of a real DOCX whose word/document.xml is replaced by ``body``."""
+    with zipfile.ZipFile(DOCX_TEMPLATE) as source, zipfile.ZipFile(target, "w") as copy:
+        for member in source.infolist():
+            data = body if member.filename == "word/document.xml" else source.read(member)
+            copy.writestr(member.filename, data, compress_type=zipfile.ZIP_DEFLATED)
+    return target
+
+
+def failure(path: Path, limits: ExtractionLimits | None = None) -> PermanentError:
+    mime = detect_format(path.read_bytes()[:8192], path.name)
+    with pytest.raises(PermanentError) as raised:
+        extract_file(path, mime, limits or ExtractionLimits())
+    return raised.value
+
+
+def test_zip_bomb_by_ratio_is_hostile(tmp_path: Path) -> None:
+    bomb = docx_with_body(tmp_path / "bomb.docx", b"<w:document/>" + b" " * (64 * MIB))
+    error = failure(bomb)
+    assert error.code == "HOSTILE_FILE" and "word/document.xml" in error.message
+
+
+def test_zip_bomb_over_the_unzipped_limit_is_hostile(tmp_path: Path) -> None:
+    noise = "".join(random.Random(7).choices(string.ascii_letters, k=3 * MIB)).encode()
+    big = docx_with_body(tmp_path / "big.docx", noise)
+    error = failure(big, ExtractionLimits(max_unzipped_bytes=2 * MIB))
+    assert error.code == "HOSTILE_FILE" and "unzipped limit" in error.message
+
+
+def test_member_larger_than_its_header_declares_is_hostile(tmp_path: Path) -> None:
+    noise = "".join(random.Random(8).choices(string.ascii_letters, k=MIB)).encode()
+    liar = docx_with_body(tmp_path / "liar.docx", noise)
+    _declare_size(liar, "word/document.xml", 1000)
+    error = failure(liar)
+    assert error.code == "HOSTILE_FILE" and "larger than its header declares" in error.message
+
+
+def test_xml_entity_bomb_is_hostile(tmp_path: Path) -> None:
+    laughs = (
+        b'<?xml version="1.0"?>\n<!DOCTYPE lolz [<!ENTITY lol "lol">'
+        b'<!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">'
+        b'<!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">]>'
+        b'<w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main">'
+        b"<w:body><w:p><w:r><w:t>&lol3;</w:t></w:r></w:p></w:body></w:document>"
+    )
+    error = failure(docx_with_body(tmp_path / "laughs.docx", laughs))
+    assert error.code == "HOSTILE_FILE" and "entity" in error.message
+
+
+def test_too_many_members_is_hostile(tmp_path: Path) -> None:
+    many = docx_with_body(tmp_path / "many.docx", b"<x/>")
+    with zipfile.ZipFile(many, "a") as archive:
+        for number in range(60):
+            archive.writestr(f"customXml/item{number}.xml", b"<x/>")
+    error = failure(many, ExtractionLimits(max_zip_members=50))
+    assert error.code == "HOSTILE_FILE" and "members" in error.message
+
+
+@pytest.mark.parametrize(
+    ("name", "code"),
+    [
+        ("tika__testWORD_protected_passtika.docx", "ENCRYPTED"),
+        ("unstructured__password_protected.xlsx", "ENCRYPTED"),
+        ("tika__testWORD_truncated.docx", "CORRUPT_FILE"),
+    ],
+)
+def test_office_containers_that_cannot_be_opened(name: str, code: str) -> None:
+    assert failure(DOCS / name).code == code
+
+
+def test_plain_zip_and_images_are_unsupported(tmp_path: Path) -> None:
+    archive = tmp_path / "photos.zip"
+    with zipfile.ZipFile(archive, "w") as zipped:
+        zipped.writestr("notes/readme.txt", "just an archive")
+    assert failure(archive).code == "UNSUPPORTED_FORMAT"
+    image = tmp_path / "scan.pdf"  # the name lies; the bytes are a PNG
+    image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
+    error = failure(image)
+    assert error.code == "UNSUPPORTED_FORMAT" and "OCR" in error.message
+
+
+@pytest.fixture
+def sandbox() -> Iterator[ExtractionSandbox]:
+    box = ExtractionSandbox()
+    yield box
+    box.close()
+
+
+def test_wall_time_is_enforced_and_the_next_file_still_extracts(
+    sandbox: ExtractionSandbox,
+) -> None:
+    with pytest.raises(PermanentError) as raised:
+        sandbox.run(BIG_PDF, "application/pdf", ExtractionLimits(timeout_seconds=0.3))
+    assert raised.value.code == "TIMEOUT" and "0.3 s" in raised.value.message
+    result = sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
+    assert "Привет, мир" in result.text
+
+
+def test_memory_limit_is_enforced_and_the_next_file_still_extracts(
+    sandbox: ExtractionSandbox,
+) -> None:
+    sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
+    idle_mib = sandbox.last_peak_rss // MIB
+    tight = ExtractionLimits(max_memory_mib=idle_mib + 10)
+    with pytest.raises(PermanentError) as raised:
+        sandbox.run(BIG_PDF, "application/pdf", tight)
+    assert raised.value.code == "TOO_LARGE" and "MiB of memory" in raised.value.message
+    result = sandbox.run(DOCS / "poppler-test__russian.pdf", "application/pdf", ExtractionLimits())
+    assert "Простой" in result.text
+
+
+def test_a_killed_extractor_is_reported_and_replaced(sandbox: ExtractionSandbox) -> None:
+    sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
+    first = sandbox.pid
+    assert first is not None
+    # What the kernel's OOM killer looks like from the worker: the child vanishes mid-file.
+    threading.Timer(0.3, os.kill, args=(first, signal.SIGKILL)).start()
+    with pytest.raises(PermanentError) as raised:
+        sandbox.run(BIG_PDF, "application/pdf", ExtractionLimits())
+    assert raised.value.code == "TOO_LARGE" and "killed by the system" in raised.value.message
+    result = sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
+    assert "你好世界" in result.text and sandbox.pid != first
+
+
+def _declare_size(path: Path, name: str, size: int) -> None:
+    """Rewrite the uncompressed size recorded for ``name`` in both of the zip's headers."""
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as archive:
+        member = archive.getinfo(name)
+    struct.pack_into("<I", data, member.header_offset + 22, size)
+    position = data.find(b"PK\x01\x02")
+    while position != -1:
+        name_length = struct.unpack_from("<H", data, position + 28)[0]
+        if data[position + 46 : position + 46 + name_length] == name.encode():
+            struct.pack_into("<I", data, position + 24, size)
+        position = data.find(b"PK\x01\x02", position + 4)
+    path.write_bytes(bytes(data))
