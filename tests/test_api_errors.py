@@ -140,6 +140,7 @@ def test_content_of_a_failed_document_is_409_with_the_failure(
     rt = pipeline.Runtime(settings)
     with pytest.raises(PermanentError) as raised:
         pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
+    rt.sandbox.close()
     pipeline.record_failure(rt, doc_id, sha, raised.value.code, raised.value.message)
     body = assert_error(
         client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED"

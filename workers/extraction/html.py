@@ -30,8 +30,10 @@ _BOMS = (  # UTF-32 before UTF-16: the UTF-32 LE mark starts with the UTF-16 LE 
     (b"\xfe\xff", "utf-16"),
 )
 _SNIFF_BYTES = 4096
+# <meta charset=x>, <meta http-equiv=Content-Type content="...; charset=x">, <?xml encoding=x?>
 _DECLARED = re.compile(
-    rb"""<meta[^>]*?charset\s*=\s*["']?\s*([a-z0-9_.:-]+)|<\?xml[^>]*?encoding\s*=\s*["']([a-z0-9_.:-]+)""",
+    rb"<meta[^>]*?charset\s*=\s*[\"']?\s*([a-z0-9_.:-]+)"
+    rb"|<\?xml[^>]*?encoding\s*=\s*[\"']([a-z0-9_.:-]+)",
     re.IGNORECASE,
 )
 # WHATWG: these labels mean windows-1252 in HTML, and cp1252 is a superset of what they mean.
@@ -44,7 +46,7 @@ _LANGUAGE = re.compile(r"^([a-zA-Z]{2})(?:[-_]|$)")
 # Never text: code, embedded objects and interactive widgets.
 _DROP_TAGS = {
     "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "math",
-    "canvas", "form", "button", "select", "input", "textarea", "datalist", "dialog",
+    "canvas", "button", "select", "input", "textarea", "datalist", "dialog",
 }  # fmt: skip
 # Site chrome, unless inside the main content (an article's own header carries its title).
 _CHROME_TAGS = {"header", "footer", "aside"}
@@ -57,7 +59,8 @@ _CHROME_TOKENS = {
 _CHROME_NAMES = {"mw-jump-link", "mw-editsection", "mw-hidden-catlinks", "mw-normal-catlinks"}
 _CONTAINERS = {"main", "article", "body", "html"}
 _TOKEN_SPLIT = re.compile(r"[\s_-]+")
-_INVISIBLE_STYLE = re.compile(r"display\s*:\s*none|visibility\s*:\s*hidden", re.IGNORECASE)
+# A <form> holding these is a page-wide wrapper (ASP.NET WebForms), not a search or login box.
+_FORM_CONTENT = ".//p | .//h1 | .//h2 | .//h3 | .//h4 | .//h5 | .//h6 | .//article | .//main"
 
 _HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
 _BLOCKS = {
@@ -79,9 +82,11 @@ def extract_html(path: Path, limits: ExtractionLimits) -> ExtractionResult:
     metadata = _metadata(document)
     root = _content_root(document)
     _remove_boilerplate(document, root)
-    walker = _Walker(limits)
-    walker.walk(root)
-    text = clean_text(walker.text())
+    walker, text = _walk(root, limits)
+    body = document.find("body")
+    if not text and root.tag in ("main", "article") and body is not None:
+        # A <main> or <article> that turned out empty (misused markup): read the whole body.
+        walker, text = _walk(body, limits)
     if not text:
         raise PermanentError(
             "EMPTY_FILE", "The HTML page holds no readable text once scripts and menus are removed."
@@ -96,6 +101,12 @@ def extract_html(path: Path, limits: ExtractionLimits) -> ExtractionResult:
         tables=walker.tables,
         metadata=metadata,
     )
+
+
+def _walk(root: lxml.html.HtmlElement, limits: ExtractionLimits) -> tuple[_Walker, str]:
+    walker = _Walker(limits)
+    walker.walk(root)
+    return walker, clean_text(walker.text())
 
 
 def _read(path: Path, limits: ExtractionLimits) -> bytes:
@@ -115,6 +126,13 @@ def _decode(data: bytes) -> tuple[str, str]:
         if data.startswith(bom):
             return data.decode(encoding, errors="replace"), encoding
     declared = _declared_encoding(data[:_SNIFF_BYTES])
+    if declared is not None and declared != "utf-8" and not data.isascii():
+        # Old templates often declare a legacy charset for pages now saved as UTF-8. Text in a
+        # legacy charset with non-ASCII bytes is practically never valid UTF-8, so trust UTF-8.
+        try:
+            return data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
     if declared is not None:
         try:
             return data.decode(declared), declared
@@ -150,18 +168,27 @@ def _parse(markup: str) -> lxml.html.HtmlElement:
     markup = _CONTROL_CHARS.sub("", _XML_DECLARATION.sub("", markup, count=1))
     if not markup.strip():
         raise PermanentError("EMPTY_FILE", "The HTML file holds only whitespace.")
+    # huge_tree lifts libxml2's nesting limit from 256 to 2048 levels: old pages with unclosed
+    # <font> tags nest that deep. HTML has no entity expansion, and the size was checked above.
     parser = lxml.html.HTMLParser(
-        remove_comments=True, remove_pis=True, no_network=True, default_doctype=False
+        remove_comments=True, remove_pis=True, no_network=True, huge_tree=True
     )
     try:
-        return lxml.html.document_fromstring(markup, parser=parser)
+        document = lxml.html.document_fromstring(markup, parser=parser)
     except etree.ParserError as error:  # "Document is empty": comments or a bare doctype
         raise PermanentError("EMPTY_FILE", "The HTML file holds no elements or text.") from error
+    # At a resource limit libxml2 stops reading and returns what it has: refuse, not truncate.
+    if any(entry.level == etree.ErrorLevels.FATAL for entry in parser.error_log):
+        raise PermanentError(
+            "TOO_LARGE",
+            "The HTML nests elements more than 2048 levels deep, so it cannot be read in full.",
+        )
+    return document
 
 
 def _metadata(document: lxml.html.HtmlElement) -> dict[str, str]:
     metadata: dict[str, str] = {}
-    title = _first_text(document, "//title") or _first_text(document, "//h1")
+    title = _first_text(document, "//title[not(ancestor::svg)]") or _first_text(document, "//h1")
     title = title or _meta_content(document, "og:title")
     if title:
         metadata["title"] = title
@@ -226,6 +253,8 @@ def _remove_boilerplate(document: lxml.html.HtmlElement, root: lxml.html.HtmlEle
 
 def _is_boilerplate(element: lxml.html.HtmlElement) -> bool:
     tag = element.tag.lower()
+    if tag == "form":
+        return not element.xpath(_FORM_CONTENT)
     if tag in _DROP_TAGS or tag == "nav":
         return True
     if tag in _CONTAINERS:
@@ -235,8 +264,6 @@ def _is_boilerplate(element: lxml.html.HtmlElement) -> bool:
     ):
         return True
     if element.get("hidden") is not None or element.get("aria-hidden", "").lower() == "true":
-        return True
-    if _INVISIBLE_STYLE.search(element.get("style") or ""):
         return True
     if set((element.get("role") or "").lower().split()) & _CHROME_ROLES:
         return True
@@ -293,8 +320,9 @@ class _Walker:
         elif tag in _HEADINGS:
             self._flush()
             heading = _SPACES.sub(" ", element.text_content()).strip()
-            self.sections.heading(heading, _HEADINGS[tag], 1)
-            self._emit(heading, section_text=False)
+            if heading:
+                self.sections.heading(heading, _HEADINGS[tag], 1)
+                self._emit(heading, section_text=False)
         elif tag == "pre":
             self._flush()
             for line in element.text_content().splitlines():

@@ -130,11 +130,63 @@ def _with_language(result: ExtractionResult) -> ExtractionResult:
     if result.metadata.get("language") or not result.text.strip():
         return result
     language = _detect_language(result.text[:_LANGUAGE_SAMPLE])
+    if language is None:
+        return result
     return replace(result, metadata={**result.metadata, "language": language})
 
 
-def _detect_language(sample: str) -> str:
+# Languages worth telling apart for search (analyzers, stop words); restricting the model to
+# them keeps short or noisy texts from being labelled with rare languages.
+_LANGUAGES = [
+    "en",
+    "ru",
+    "zh",
+    "ja",
+    "ko",
+    "de",
+    "fr",
+    "es",
+    "it",
+    "pt",
+    "nl",
+    "pl",
+    "uk",
+    "be",
+    "cs",
+    "sk",
+    "sv",
+    "da",
+    "no",
+    "fi",
+    "et",
+    "lv",
+    "lt",
+    "tr",
+    "ar",
+    "he",
+    "fa",
+    "el",
+    "hu",
+    "ro",
+    "bg",
+    "sr",
+    "hr",
+    "sl",
+    "vi",
+    "th",
+    "id",
+    "ms",
+    "hi",
+]
+_MIN_LETTERS = 40
+
+
+def _detect_language(sample: str) -> str | None:
+    """ISO 639-1 code of the sample's main language, or None when there is too little text."""
+    if sum(1 for char in sample if char.isalpha()) < _MIN_LETTERS:
+        return None
     import py3langid  # loads its model once per process, on first use
 
+    py3langid.set_languages(_LANGUAGES)
     language, _score = py3langid.classify(sample)
     return str(language)
