@@ -15,3 +15,6 @@ def setup_logging(level: str) -> None:
     )
     # Alembic announces every plugin at INFO on each start-up.
     logging.getLogger("alembic").setLevel(max(logging.WARNING, logging.getLogger().level))
+    # pdfminer (under pdfplumber) quotes document text in its warnings; document text never
+    # goes into our logs.
+    logging.getLogger("pdfminer").setLevel(logging.ERROR)

@@ -1,0 +1,67 @@
+"""The extractor child process started by :class:`~workers.extraction.sandbox.ExtractionSandbox`.
+
+It reads jobs ``(path, mime, limits)`` from the connection on the inherited file descriptor,
+extracts, and answers ``("ok", result)`` or ``("error", (kind, code, message))``. It keeps
+running across jobs (parsers and models load once) and exits when the worker goes away.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+from ldims.errors import ProcessingError
+from ldims.logs import setup_logging
+
+
+def _child_main(conn: Connection, parent_pid: int) -> None:
+    """The child's loop: receive a job, extract, send ``("ok", result)`` or ``("error", …)``."""
+    # The worker owns shutdown; Ctrl-C in a terminal must not kill an extraction half-way.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    setup_logging(os.environ.get("LDIMS_LOG_LEVEL", os.environ.get("LOG_LEVEL", "INFO")).upper())
+    threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
+    from workers.extraction.registry import extract_path
+
+    while True:
+        try:
+            path, mime, limits = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply: tuple[str, object] = ("ok", extract_path(Path(path), mime, limits))
+        except ProcessingError as exc:
+            reply = ("error", (type(exc).__name__, exc.code, exc.message))
+        except MemoryError:
+            reply = ("error", ("PermanentError", "TOO_LARGE", "The file needs too much memory."))
+        except Exception as exc:  # a parser bug on a strange file: report it, stay alive
+            reply = ("error", ("PermanentError", "CORRUPT_FILE", _parser_failure(exc)))
+        try:
+            conn.send(reply)
+        except (BrokenPipeError, OSError):
+            return
+
+
+def _parser_failure(exc: Exception) -> str:
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    name = type(exc).__name__
+    return (
+        f"The parser could not read this file ({name}: {detail})."
+        if detail
+        else (f"The parser could not read this file ({name}).")
+    )
+
+
+def _exit_with_parent(parent_pid: int) -> None:
+    # A worker killed by its hard time limit must not leave an orphan extracting for minutes.
+    while os.getppid() == parent_pid:
+        time.sleep(1)
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    _child_main(Connection(int(sys.argv[1])), int(sys.argv[2]))
