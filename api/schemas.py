@@ -30,6 +30,7 @@ class DocumentOut(BaseModel):
     status: str
     error: DocumentError | None
     extractedAt: datetime | None
+    extractor: str | None
     pageCount: int | None
     language: str | None
     title: str | None
@@ -58,6 +59,7 @@ class DocumentOut(BaseModel):
             status=document.status,
             error=error,
             extractedAt=document.extracted_at,
+            extractor=document.extractor,
             pageCount=document.page_count,
             language=document.language,
             title=document.title,

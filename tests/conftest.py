@@ -144,10 +144,14 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_RECONCILE_INTERVAL_SECONDS": str(settings.reconcile_interval_seconds),
             "LDIMS_MAX_ATTEMPTS": str(settings.max_attempts),
             "LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES": str(settings.fetch_allow_private_addresses),
+            "LDIMS_EXTRACT_TIMEOUT_SECONDS": str(settings.extract_timeout_seconds),
+            "LDIMS_EXTRACT_MAX_MEMORY_MIB": str(settings.extract_max_memory_mib),
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
         }
     )
+    if settings.tika_url:
+        env["LDIMS_TIKA_URL"] = settings.tika_url
     return env
 
 
