@@ -1,0 +1,89 @@
+"""Real office files through the whole stack: upload → extract worker (Tika over REST) → index,
+with the refined type, page count, language and extractor on the record, and failure codes in
+the record and in the 409 body."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+import redis
+
+from tests.conftest import DOCS, RedisServer, Stack
+from tests.tika_server import running_tika_server
+from workers.extraction.containers import DOCX, PPTX
+
+
+@pytest.fixture
+def tika_url() -> Iterator[str]:
+    with running_tika_server() as url:
+        yield url
+
+
+@pytest.fixture
+def office_stack(
+    stack_factory: Callable[..., Stack], shared_redis: RedisServer, tika_url: str
+) -> Stack:
+    redis.Redis.from_url(shared_redis.url).flushdb()
+    return stack_factory(shared_redis.url, tika_url=tika_url, extract_timeout_seconds=60)
+
+
+def test_office_files_complete_with_their_facts(office_stack: Stack) -> None:
+    uploads = {
+        # A Chinese DOCX uploaded under a misleading name: the bytes decide.
+        "stress009.bin": ("poi__stress009.docx", DOCX, "python-docx", 2, "zh", "产品介绍"),
+        "deck.pptx": (
+            "unstructured__fake-power-point.pptx",
+            PPTX,
+            "tika-rest",
+            1,
+            None,
+            "Adding a Bullet Slide",
+        ),
+        "russian.pdf": (
+            "poppler-test__russian.pdf",
+            "application/pdf",
+            "pypdfium2+pdfplumber",
+            1,
+            None,
+            "редактировать",
+        ),
+    }
+    ids = {
+        name: office_stack.upload(name, (DOCS / source).read_bytes()).json()["documentId"]
+        for name, (source, *_rest) in uploads.items()
+    }
+    for name, (_source, mime, extractor, pages, language, phrase) in uploads.items():
+        record = office_stack.wait_final(ids[name], timeout=120)
+        assert record["status"] == "completed", record["error"]
+        assert record["format"] == mime and record["extractor"] == extractor
+        assert record["pageCount"] == pages
+        if language:
+            assert record["language"] == language
+        content = office_stack.client.get(f"/api/documents/{ids[name]}/content").json()
+        assert phrase in content["text"] and content["metadata"]["format"] == mime
+
+
+BAD_FILES = [
+    ("pdfplumber__password-example.pdf", "ENCRYPTED", "password"),
+    ("docling__ocr_test.pdf", "NO_TEXT_LAYER", "OCR"),
+    ("tika__testWORD_truncated.docx", "CORRUPT_FILE", "ZIP"),
+    ("unstructured__password_protected.xlsx", "ENCRYPTED", "password"),
+]
+
+
+def test_bad_office_files_fail_with_their_code_in_the_record_and_the_409(
+    office_stack: Stack,
+) -> None:
+    ids = [
+        office_stack.upload(source, (DOCS / source).read_bytes()).json()["documentId"]
+        for source, _code, _hint in BAD_FILES
+    ]
+    for doc_id, (_source, code, hint) in zip(ids, BAD_FILES, strict=True):
+        record = office_stack.wait_final(doc_id, timeout=120)
+        assert record["status"] == "failed" and record["error"]["code"] == code
+        assert hint in record["error"]["message"]
+        response = office_stack.client.get(f"/api/documents/{doc_id}/content")
+        assert response.status_code == 409
+        details = response.json()["errorDetails"]
+        assert details["failureCode"] == code and hint in details["reason"]
