@@ -18,6 +18,7 @@ from api import create_app
 from ldims.errors import PermanentError
 from ldims.settings import Settings
 from tests.conftest import RedisServer, free_port
+from tests.tika_server import running_tika_server
 from workers import pipeline
 
 
@@ -138,9 +139,8 @@ def test_content_of_a_failed_document_is_409_with_the_failure(
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
     # Run the real extract step in this process: it must record UNSUPPORTED_FORMAT.
     rt = pipeline.Runtime(settings)
-    with pytest.raises(PermanentError) as raised:
+    with rt.sandbox, pytest.raises(PermanentError) as raised:
         pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
-    rt.sandbox.close()
     pipeline.record_failure(rt, doc_id, sha, raised.value.code, raised.value.message)
     body = assert_error(
         client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED"
@@ -214,6 +214,22 @@ def test_health_is_200_when_everything_answers(client: TestClient) -> None:
     assert body["status"] == "ok"
     assert set(body["checks"]) == {"broker", "catalog", "index", "extractor"}
     assert all(check["ok"] for check in body["checks"].values())
+    assert body["checks"]["extractor"]["detail"]["tika"] == "in-process"
+
+
+def test_health_checks_the_tika_server_when_one_is_configured(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    with running_tika_server() as tika_url:
+        settings = Settings(data_dir=tmp_path / "up", redis_url=shared_redis.url, tika_url=tika_url)
+        with make_client(settings) as client:
+            body = client.get("/health").json()
+            assert body["checks"]["extractor"]["detail"]["tika"] == "rest"
+    gone = Settings(data_dir=tmp_path / "down", redis_url=shared_redis.url, tika_url=tika_url)
+    with make_client(gone) as client:
+        body = assert_error(client.get("/health"), 503, "SERVER_ERROR")
+        assert body["errorDetails"]["checks"]["extractor"]["ok"] is False
+        assert body["errorMessage"] == "Unavailable: extractor."
 
 
 def test_a_broken_catalog_file_is_500_server_error_without_internals(
@@ -242,7 +258,8 @@ def test_completed_document_whose_extraction_vanished_is_409(
     response = upload(client, b"short lived")
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
     rt = pipeline.Runtime(settings)
-    assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
+    with rt.sandbox:
+        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
     assert pipeline.run_index(rt, doc_id, sha)
     assert client.get(f"/api/documents/{doc_id}/content").json()["text"] == "short lived"
     rt.extracts.delete(sha)

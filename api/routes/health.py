@@ -34,7 +34,7 @@ def health(services: ServicesDep) -> JSONResponse:
         "broker": _check(services.dispatcher.ping),
         "catalog": _check(services.catalog.ping),
         "index": _check(lambda: {"chunks": services.index.ping()}),
-        "extractor": _check(self_check),
+        "extractor": _check(lambda: self_check(services.settings.tika_url)),
     }
     if all(check["ok"] for check in checks.values()):
         return JSONResponse({"status": "ok", "checks": checks})

@@ -7,6 +7,8 @@ which runs the same function in a watched child process under time and memory li
 
 from __future__ import annotations
 
+import httpx
+
 from workers.extraction.detect import detect_format
 from workers.extraction.registry import extract_path as extract_file
 from workers.extraction.registry import supported_types
@@ -36,7 +38,14 @@ __all__ = [
 ]
 
 
-def self_check() -> dict[str, str]:
-    """Extract a tiny sample in-process and list the extractors; raise if one is broken."""
+def self_check(tika_url: str | None = None) -> dict[str, object]:
+    """Extract a tiny sample in-process and reach the Tika server if one is configured.
+
+    Raises when something is broken. The heavy extractors (PDFium, python-docx, iscc-tika)
+    live in the workers' extractor processes and are not loaded here.
+    """
     extract_text(b"# ok\nLDIMS self-check", "text/markdown")
-    return {mime: "available" for mime in supported_types()}
+    if tika_url:
+        # Tika's own liveness endpoint; a server that does not answer fails the check.
+        httpx.get(f"{tika_url.rstrip('/')}/tika", timeout=3.0).raise_for_status()
+    return {"tika": "rest" if tika_url else "in-process", "formats": len(supported_types())}

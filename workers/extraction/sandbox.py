@@ -77,6 +77,17 @@ class ExtractionSandbox:
             self._process.wait(5)
         self._process, self._conn, self._jobs = None, None, 0
 
+    def __enter__(self) -> ExtractionSandbox:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        # A sandbox dropped without close() must not leave a running (or zombie) child.
+        if self._process is not None and self._process.poll() is None:
+            self.close()
+
     @property
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
