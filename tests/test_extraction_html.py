@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from ldims.errors import PermanentError
+from workers.extraction import detect_format, extract_file
 from workers.extraction.html import extract_html
 from workers.extraction.result import ExtractionLimits
 
@@ -217,3 +218,13 @@ def test_page_wide_form_is_kept_but_search_form_is_not(tmp_path: Path) -> None:
 def test_empty_main_falls_back_to_body(tmp_path: Path) -> None:
     page = "<body><main><script>app()</script></main><div><p>Real content here.</p></div></body>"
     assert extract_html(_write(tmp_path, page), LIMITS).text == "Real content here."
+
+
+def test_a_pdf_that_is_really_html_is_handled_as_html(tmp_path: Path) -> None:
+    fake = tmp_path / "report.pdf"
+    fake.write_bytes((DOCS / "unstructured__fake-html-cp1252.html").read_bytes())
+    mime = detect_format(fake.read_bytes()[:8192], fake.name)
+    assert mime == "text/html"
+    result = extract_file(fake, mime, ExtractionLimits())
+    assert result.format == "text/html" and result.extractor == "lxml-html"
+    assert [s.heading for s in result.sections] == ["My First Heading"] and "très" in result.text
