@@ -63,6 +63,15 @@ def extract_path(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionR
     return _with_language(replace(result, format=mime))
 
 
+def warm_up() -> None:
+    """Import every extractor and the language model (the extractor process calls this once)."""
+    import py3langid  # noqa: F401
+
+    from workers.extraction import html, pdf, tika, word  # noqa: F401
+
+    tika.tika_extractor()
+
+
 def supported_types() -> tuple[str, ...]:
     """Every MIME type some extractor accepts."""
     return (PDF, containers.DOCX, HTML, *TEXT_TYPES, *TIKA_TYPES)

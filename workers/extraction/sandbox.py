@@ -29,6 +29,7 @@ from workers.extraction.result import ExtractionLimits, ExtractionResult
 log = logging.getLogger(__name__)
 
 _POLL_SECONDS = 0.05
+_STARTUP_SECONDS = 120
 _CHILD_MODULE = "workers.extraction.sandbox_child"
 _ERRORS: dict[str, type[ProcessingError]] = {
     "PermanentError": PermanentError,
@@ -103,9 +104,28 @@ class ExtractionSandbox:
             command = [sys.executable, "-m", _CHILD_MODULE, str(fd), str(os.getpid())]
             process = subprocess.Popen(command, pass_fds=[fd], stdin=subprocess.DEVNULL)
             child_end.close()
-            self._process, self._conn = process, Connection(parent_end.detach())
+            conn = Connection(parent_end.detach())
+            self._process, self._conn = process, conn
+            self._await_ready(process, conn)
         assert self._process is not None and self._conn is not None
         return self._process, self._conn
+
+    def _await_ready(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
+        deadline = time.monotonic() + _STARTUP_SECONDS
+        while not conn.poll(_POLL_SECONDS):
+            if process.poll() is not None or time.monotonic() > deadline:
+                self.close()
+                # Not the file's fault: the worker retries later.
+                raise TransientError(
+                    "EXTRACTOR_UNAVAILABLE", "The extractor process did not start."
+                )
+        try:
+            ready = conn.recv()
+        except (EOFError, OSError):
+            ready = None
+        if ready != "ready":
+            self.close()
+            raise TransientError("EXTRACTOR_UNAVAILABLE", "The extractor process did not start.")
 
     def _wait(
         self, process: subprocess.Popen[bytes], conn: Connection, limits: ExtractionLimits

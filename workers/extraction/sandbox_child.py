@@ -25,8 +25,12 @@ def _child_main(conn: Connection, parent_pid: int) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     setup_logging(os.environ.get("LDIMS_LOG_LEVEL", os.environ.get("LOG_LEVEL", "INFO")).upper())
     threading.Thread(target=_exit_with_parent, args=(parent_pid,), daemon=True).start()
-    from workers.extraction.registry import extract_path
+    from workers.extraction.registry import extract_path, warm_up
 
+    # Load every parser (and language model) before the first file, so a file's wall time
+    # measures its extraction, not our imports; then tell the worker we are ready.
+    warm_up()
+    conn.send("ready")
     while True:
         try:
             path, mime, limits = conn.recv()
