@@ -87,3 +87,17 @@ def test_bad_office_files_fail_with_their_code_in_the_record_and_the_409(
         assert response.status_code == 409
         details = response.json()["errorDetails"]
         assert details["failureCode"] == code and hint in details["reason"]
+
+
+def test_a_file_over_the_wall_time_fails_and_the_worker_goes_on(
+    stack_factory: Callable[..., Stack], shared_redis: RedisServer
+) -> None:
+    redis.Redis.from_url(shared_redis.url).flushdb()
+    stack = stack_factory(shared_redis.url, extract_timeout_seconds=0.2)
+    big = "unstructured__pdf2image-memory-error-test-400p.pdf"
+    slow_id = stack.upload(big, (DOCS / big).read_bytes()).json()["documentId"]
+    record = stack.wait_final(slow_id, timeout=120)
+    assert record["status"] == "failed" and record["error"]["code"] == "TIMEOUT"
+    assert "0.2 s" in record["error"]["message"]
+    quick_id = stack.upload("after.txt", b"the worker is still here").json()["documentId"]
+    assert stack.wait_final(quick_id, timeout=60)["status"] == "completed"
