@@ -204,17 +204,19 @@ class Worker:
                 self.process.wait(5)
 
 
-class ApiServer:
-    """The real app under uvicorn on a free port, in a thread of the test process."""
+class ThreadedServer:
+    """An ASGI app under uvicorn on a free port, in a thread of the test process."""
 
-    def __init__(self, settings: Settings) -> None:
-        config = uvicorn.Config(create_app(settings), host="127.0.0.1", port=0, log_level="warning")
+    def __init__(self, app: Any) -> None:
+        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.url = ""
 
-    def start(self) -> ApiServer:
+    def start(self) -> ThreadedServer:
         self.thread.start()
-        wait_until(lambda: self.server.started, 20)
+        wait_until(lambda: self.server.started or not self.thread.is_alive(), 20)
+        assert self.server.started, "the server did not start"
         port = self.server.servers[0].sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
         return self
@@ -222,6 +224,13 @@ class ApiServer:
     def stop(self) -> None:
         self.server.should_exit = True
         self.thread.join(10)
+
+
+class ApiServer(ThreadedServer):
+    """The real LDIMS app."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(create_app(settings))
 
 
 class Stack:

@@ -16,15 +16,12 @@ It parses with the same Extractor as the in-process backend, so both give the sa
 from __future__ import annotations
 
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
@@ -32,6 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from tests.conftest import ThreadedServer
 from workers.extraction.tika import tika_extractor
 
 _GREETING = "This is Tika Server (LDIMS test double over iscc-tika). Please PUT\n"
@@ -133,35 +131,10 @@ def create_app() -> Starlette:
     )
 
 
-class TikaTestServer:
-    """The app under uvicorn on a free port, in a thread of the test process."""
-
-    def __init__(self) -> None:
-        config = uvicorn.Config(create_app(), host="127.0.0.1", port=0, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.url = ""
-
-    def start(self) -> TikaTestServer:
-        self.thread.start()
-        deadline = time.monotonic() + 20
-        while not self.server.started:
-            if time.monotonic() > deadline or not self.thread.is_alive():
-                raise RuntimeError("the Tika test server did not start")
-            time.sleep(0.02)
-        port = self.server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}"
-        return self
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(10)
-
-
 @contextmanager
 def running_tika_server() -> Iterator[str]:
     """Start the server; yield its base URL (``http://127.0.0.1:<port>``); stop it."""
-    server = TikaTestServer().start()
+    server = ThreadedServer(create_app()).start()
     try:
         yield server.url
     finally:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 
 from ldims.errors import PermanentError
 from workers.extraction.result import ExtractionLimits, Section
@@ -11,6 +12,18 @@ from workers.extraction.result import ExtractionLimits, Section
 _TRAILING_SPACE = re.compile(r"[ \t\u00a0]+\n")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _CELL_SPACE = re.compile(r"\s+")
+
+
+def ensure_size(path: Path, limits: ExtractionLimits) -> int:
+    """The file's size; EMPTY_FILE for zero bytes, TOO_LARGE over the byte limit."""
+    size = path.stat().st_size
+    if size == 0:
+        raise PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
+    if size > limits.max_bytes:
+        raise PermanentError(
+            "TOO_LARGE", f"The file has {size} bytes; the limit is {limits.max_bytes}."
+        )
+    return size
 
 
 def ensure_pages(count: int, limits: ExtractionLimits) -> None:

@@ -16,7 +16,13 @@ import lxml.html
 from lxml import etree
 
 from ldims.errors import PermanentError
-from workers.extraction.common import SectionBuilder, clean_text, ensure_chars, rows_to_text
+from workers.extraction.common import (
+    SectionBuilder,
+    clean_text,
+    ensure_chars,
+    ensure_size,
+    rows_to_text,
+)
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Table
 from workers.extraction.text import decode_text
 
@@ -110,13 +116,7 @@ def _walk(root: lxml.html.HtmlElement, limits: ExtractionLimits) -> tuple[_Walke
 
 
 def _read(path: Path, limits: ExtractionLimits) -> bytes:
-    size = path.stat().st_size
-    if size == 0:
-        raise PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
-    if size > limits.max_bytes:
-        raise PermanentError(
-            "TOO_LARGE", f"The file has {size} bytes; the limit is {limits.max_bytes}."
-        )
+    ensure_size(path, limits)
     return path.read_bytes()
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ldims.errors import PermanentError
 from workers.extraction import containers
-from workers.extraction.common import ensure_chars
+from workers.extraction.common import ensure_chars, ensure_size
 from workers.extraction.guards import check_zip
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 
@@ -43,13 +43,7 @@ Extractor = Callable[[Path, str, ExtractionLimits], ExtractionResult]
 
 def extract_path(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
     """Extract the file at ``path`` whose head was detected as ``mime``; raise with a code."""
-    size = path.stat().st_size
-    if size == 0:
-        raise PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
-    if size > limits.max_bytes:
-        raise PermanentError(
-            "TOO_LARGE", f"The file has {size} bytes; the limit is {limits.max_bytes}."
-        )
+    ensure_size(path, limits)
     mime = containers.refine_container_format(path, mime)
     if mime == containers.ENCRYPTED_OFFICE:
         raise PermanentError(
