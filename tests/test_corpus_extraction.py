@@ -70,7 +70,7 @@ EXPECTED: dict[str, Expect] = {
     ),
     "pdfplumber__nics-background-checks-2015-11-rotated.pdf": ok(1, "Mariana Islands", tables=1),
     "pdfplumber__issue-67-example.pdf": ok(22, "日上午开市起复牌", language="zh", tables=1),
-    "pdfplumber__pr-136-example.pdf": ok(6, "Hangzhou"),
+    "pdfplumber__pr-136-example.pdf": ok(6, "关于浙江菲达环保科技股份有限公司", language="zh"),
     "pypdf__multilang.pdf": ok(1, "Привет, мир", "你好世界", "Hello World"),
     "pypdf__r2-empty-password.pdf": ok(1, "pdf encryption test"),
     "pypdf__r4-aes-user-password.pdf": fails("ENCRYPTED"),

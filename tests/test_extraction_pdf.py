@@ -138,7 +138,18 @@ def test_metadata() -> None:
     protected = extracted("tika__testPDF_protected.pdf").metadata
     assert protected["author"] == "The Bank of England" and protected["encrypted"] is True
     assert extracted("pypdf__r2-empty-password.pdf").metadata["encrypted"] is True
-    assert extracted("pdfjs__helloworld-bad.pdf").metadata == {"page_count": 1}
+    assert extracted("pdfjs__helloworld-bad.pdf").metadata == {
+        "page_count": 1,
+        "text_source": "pdfium",
+    }
+
+
+def test_cjk_ocr_layer_pdfium_cannot_map_is_read_with_pdfminer() -> None:
+    result = extracted("pdfplumber__pr-136-example.pdf")
+    assert result.metadata["text_source"] == "pdfminer"
+    assert "关于浙江菲达环保科技股份有限公司" in result.pages[0].text
+    # Files PDFium reads well keep its (much faster) reading.
+    assert extracted("pdfplumber__issue-67-example.pdf").metadata["text_source"] == "pdfium"
 
 
 def test_pdf_dates() -> None:

@@ -22,6 +22,7 @@ import pypdfium2.raw as pdfium_c
 
 from ldims.errors import PermanentError
 from workers.extraction.common import clean_text, ensure_chars, ensure_pages
+from workers.extraction.pdf_fallback import richer_texts
 from workers.extraction.pdf_tables import extract_tables, may_hold_table
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Section
 
@@ -57,11 +58,17 @@ def extract_pdf(path: Path, limits: ExtractionLimits) -> ExtractionResult:
             raise PermanentError("CORRUPT_FILE", "The PDF has no pages (its page tree is damaged).")
         ensure_pages(count, limits)
         texts, broken, table_pages = _read_pages(pdf, count, limits)
+        better = richer_texts(path, texts, limits)
+        if better is not None and len(better) == count:
+            texts, text_source = better, "pdfminer"
+        else:
+            text_source = "pdfium"
         if not any(text.strip() for text in texts):
             _raise_without_text(count, broken)
         texts, running = split_running_lines(texts)
         sections = _outline_sections(pdf, texts)
         metadata = _metadata(pdf, count)
+        metadata["text_source"] = text_source
     finally:
         pdf.close()
     tables, table_errors = extract_tables(path, table_pages)

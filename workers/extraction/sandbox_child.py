@@ -7,6 +7,9 @@ running across jobs (parsers and models load once) and exits when the worker goe
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import gc
 import os
 import signal
 import sys
@@ -48,6 +51,31 @@ def _child_main(conn: Connection, parent_pid: int) -> None:
             conn.send(reply)
         except (BrokenPipeError, OSError):
             return
+        del reply
+        _release_memory()
+
+
+def _release_memory() -> None:
+    """Give freed memory back to the system between files.
+
+    lxml trees of large DOCX parts (python-docx) leave glibc's heap fragmented: without this
+    the child grew by ~200 MiB for each pass over a 12 MB document.xml.
+    """
+    gc.collect()
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        libc.malloc_trim  # noqa: B018 - glibc only; musl has no malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _load_libc()
 
 
 def _parser_failure(exc: Exception) -> str:
