@@ -22,3 +22,4 @@ test: lint
 
 bench: $(VENV)/.installed
 	$(BIN)/python bench/ingest.py
+	$(BIN)/python bench/extract.py
