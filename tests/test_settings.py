@@ -14,9 +14,10 @@ README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def documented_names() -> set[str]:
-    rows = [
-        line for line in README.read_text(encoding="utf-8").splitlines() if line.startswith("| `")
-    ]
+    """Variable names in the first column of the README's configuration table."""
+    readme = README.read_text(encoding="utf-8")
+    section = readme.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
     return {
         match for row in rows for match in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])
     }
