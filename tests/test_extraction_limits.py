@@ -10,7 +10,7 @@ import string
 import struct
 import threading
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -161,3 +161,28 @@ def _declare_size(path: Path, name: str, size: int) -> None:
             struct.pack_into("<I", data, position + 24, size)
         position = data.find(b"PK\x01\x02", position + 4)
     path.write_bytes(bytes(data))
+
+
+def test_an_interrupted_file_never_answers_for_the_next_one(sandbox: ExtractionSandbox) -> None:
+    # Celery's soft time limit raises inside the waiting worker; here a timer does the same.
+    class Interrupted(Exception):
+        pass
+
+    def interrupt() -> None:
+        raise Interrupted
+
+    sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
+    with pytest.raises(Interrupted):
+        _interrupted_run(sandbox, interrupt)
+    result = sandbox.run(DOCS / "poppler-test__russian.pdf", "application/pdf", ExtractionLimits())
+    assert "Простой" in result.text and len(result.pages) == 1
+
+
+def _interrupted_run(sandbox: ExtractionSandbox, interrupt: Callable[[], None]) -> None:
+    previous = signal.signal(signal.SIGALRM, lambda *_: interrupt())
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    try:
+        sandbox.run(BIG_PDF, "application/pdf", ExtractionLimits())
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -50,10 +50,18 @@ class ExtractionSandbox:
     def run(self, path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
         """Extract ``path`` in the child; raise ``ProcessingError`` with a code on failure."""
         process, conn = self._child()
-        conn.send((str(path), mime, limits))
         try:
+            conn.send((str(path), mime, limits))
             status, payload = self._wait(process, conn, limits)
-        except ProcessingError:
+        except (BrokenPipeError, ConnectionResetError):
+            self.close()
+            raise TransientError(
+                "EXTRACTOR_UNAVAILABLE", "The extractor process went away; retrying."
+            ) from None
+        except BaseException:
+            # Whatever interrupted us (a limit, Celery's soft time limit, Ctrl-C), the child may
+            # still be busy with this file: its late answer must never be read as the next
+            # file's. Only a fresh child is safe.
             self.close()
             raise
         self._jobs += 1
@@ -158,7 +166,10 @@ class ExtractionSandbox:
                 )
 
     def _died(self, process: subprocess.Popen[bytes]) -> tuple[str, object]:
-        code = process.wait(5)
+        try:
+            code = process.wait(5)
+        except subprocess.TimeoutExpired:  # closed its end but lingers: treat as a crash
+            code = None
         self.close()
         if code == -signal.SIGKILL:
             raise PermanentError(
