@@ -186,3 +186,40 @@ def _interrupted_run(sandbox: ExtractionSandbox, interrupt: Callable[[], None]) 
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.timeout(10)
+def test_long_runs_of_blanks_do_not_stall_the_text_cleanup(tmp_path: Path) -> None:
+    # Both regexes were super-linear on blanks: minutes for a few kilobytes of spaces.
+    page = tmp_path / "blanks.md"
+    page.write_text("# a" + " " * 20_000 + "x\n" + "word" + " " * 1_000_000 + "end\n")
+    result = extract_file(page, "text/markdown", ExtractionLimits())
+    assert result.sections[0].heading.startswith("a") and result.text.rstrip().endswith("end")
+
+
+def test_a_utf16_xml_part_declaring_entities_is_hostile(tmp_path: Path) -> None:
+    laughs = '<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE d [<!ENTITY x "x">]><d>&x;</d>'
+    bomb = docx_with_body(tmp_path / "utf16.docx", laughs.encode("utf-16"))
+    assert failure(bomb).code == "HOSTILE_FILE"
+
+
+def test_a_zip_with_undecodable_member_names_is_corrupt(tmp_path: Path) -> None:
+    broken = docx_with_body(tmp_path / "names.docx", b"<x/>")
+    data = bytearray(broken.read_bytes())
+    # Flag every name as UTF-8 (general purpose bit 11) and make one of them invalid UTF-8.
+    position = data.find(b"PK\x01\x02")
+    struct.pack_into(
+        "<H", data, position + 8, struct.unpack_from("<H", data, position + 8)[0] | 0x800
+    )
+    data[position + 46] = 0xFF
+    broken.write_bytes(bytes(data))
+    assert failure(broken).code == "CORRUPT_FILE"
+
+
+def test_utf32_text_and_odd_declared_charsets_are_read(tmp_path: Path) -> None:
+    utf32 = tmp_path / "utf32.txt"
+    utf32.write_bytes("Привет, мир".encode("utf-32"))
+    assert extract_file(utf32, "text/plain", ExtractionLimits()).text == "Привет, мир"
+    page = tmp_path / "page.html"
+    page.write_bytes(b'<html><head><meta charset="base64"></head><body><p>plain words</p></body>')
+    assert extract_file(page, "text/html", ExtractionLimits()).text == "plain words"

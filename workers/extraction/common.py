@@ -9,7 +9,10 @@ from pathlib import Path
 from ldims.errors import PermanentError
 from workers.extraction.result import ExtractionLimits, Section
 
-_TRAILING_SPACE = re.compile(r"[ \t\u00a0]+\n")
+# The lookbehind anchors each run at its start: without it a long run of blanks not followed
+# by a newline is retried from every position (quadratic).
+_TRAILING_SPACE = re.compile(r"(?<![ \t\u00a0])[ \t\u00a0]+\n")
+_LANGUAGE_TAG = re.compile(r"^([A-Za-z]{2})(?:[-_][A-Za-z0-9]+)*$")
 _BLANK_RUNS = re.compile(r"\n{3,}")
 _CELL_SPACE = re.compile(r"\s+")
 
@@ -24,6 +27,21 @@ def ensure_size(path: Path, limits: ExtractionLimits) -> int:
             "TOO_LARGE", f"The file has {size} bytes; the limit is {limits.max_bytes}."
         )
     return size
+
+
+def language_code(tag: str | None) -> str | None:
+    """The ISO 639-1 code of a language tag ("en-GB" → "en", "RU" → "ru"), else None."""
+    match = _LANGUAGE_TAG.match((tag or "").strip())
+    return match.group(1).lower() if match else None
+
+
+def parse_count(value: str | None, limit: int = 10_000_000) -> int | None:
+    """A non-negative count written in a file's metadata, or None when it is not one."""
+    value = (value or "").strip()
+    if not value or len(value) > 9 or not value.isascii() or not value.isdecimal():
+        return None
+    number = int(value)
+    return number if number <= limit else None
 
 
 def ensure_pages(count: int, limits: ExtractionLimits) -> None:

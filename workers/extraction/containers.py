@@ -7,7 +7,9 @@ time sees just the head, so the worker refines the type from the whole file befo
 
 from __future__ import annotations
 
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import olefile
@@ -23,6 +25,18 @@ PPT = "application/vnd.ms-powerpoint"
 MSG = "application/vnd.ms-outlook"
 EPUB = "application/epub+zip"
 ENCRYPTED_OFFICE = "application/x-encrypted-office"
+
+# What zipfile raises on damaged archives: bad directories, names flagged UTF-8 that are not,
+# unknown versions or methods, encrypted members, broken deflate streams.
+ZIP_ERRORS = (
+    zipfile.BadZipFile,
+    OSError,
+    EOFError,
+    ValueError,
+    NotImplementedError,
+    RuntimeError,
+    zlib.error,
+)
 
 _OOXML_PARTS = {"word/document.xml": DOCX, "xl/workbook.xml": XLSX, "ppt/presentation.xml": PPTX}
 _ODF_AND_EPUB = ("application/vnd.oasis.opendocument.", EPUB)
@@ -48,11 +62,11 @@ def _zip_format(path: Path) -> str:
             for part, mime in _OOXML_PARTS.items():
                 if part in names:
                     return mime
-    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+    except ZIP_ERRORS as exc:
         raise PermanentError(
             "CORRUPT_FILE",
             "The file is a ZIP container (DOCX/XLSX/PPTX/ODF/EPUB) whose directory is damaged "
-            f"or truncated: {exc}",
+            f"or truncated ({type(exc).__name__}).",
         ) from exc
     return "application/zip"
 
@@ -61,9 +75,10 @@ def _ole_format(path: Path) -> str:
     try:
         with olefile.OleFileIO(path) as ole:
             streams = {"/".join(entry) for entry in ole.listdir(streams=True, storages=False)}
-    except OSError as exc:
+    except (OSError, ValueError, IndexError, struct.error) as exc:
         raise PermanentError(
-            "CORRUPT_FILE", f"The file is an OLE2 (legacy Office) container that is damaged: {exc}"
+            "CORRUPT_FILE",
+            f"The OLE2 (legacy Office) container is damaged ({type(exc).__name__}).",
         ) from exc
     # Password-protected DOCX/XLSX/PPTX are stored as an encrypted package inside OLE2.
     if {"EncryptionInfo", "EncryptedPackage"} <= streams:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ldims.errors import PermanentError
+from workers.extraction.containers import ZIP_ERRORS
 from workers.extraction.result import ExtractionLimits
 
 _XML_SUFFIXES = (".xml", ".rels", ".xhtml", ".htm", ".html", ".opf", ".ncx", ".svg", ".vml")
@@ -38,9 +39,10 @@ def check_zip(path: Path, limits: ExtractionLimits) -> None:
             total = 0
             for member in members:
                 total += _check_member(archive, member, limits, total)
-    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError, zlib.error) as exc:
+    except ZIP_ERRORS as exc:
         raise PermanentError(
-            "CORRUPT_FILE", f"The ZIP container is damaged and cannot be read: {exc}"
+            "CORRUPT_FILE",
+            f"The ZIP container is damaged and cannot be read ({type(exc).__name__}).",
         ) from exc
 
 
@@ -61,7 +63,7 @@ def _check_member(
     for chunk in _real_content(archive, member):
         if is_xml and len(head) < _HEAD:
             head += chunk[: _HEAD - len(head)]
-            if b"<!ENTITY" in head:
+            if _declares_entities(head):
                 raise _hostile(f"XML entity declarations in {member.filename!r} (entity bomb/XXE)")
         size += len(chunk)
         if size > max(declared, member.compress_size) * 1.01 + 1024:
@@ -74,6 +76,19 @@ def _check_member(
         if size > member.compress_size * limits.max_zip_ratio and size > _RATIO_FLOOR:
             raise _hostile(f"member {member.filename!r} expands more than {limits.max_zip_ratio}x")
     return size
+
+
+def _declares_entities(head: bytes) -> bool:
+    """An entity declaration or a DTD internal subset, in UTF-8 or UTF-16 (NULs dropped)."""
+    text = head.replace(b"\x00", b"")
+    if b"<!ENTITY" in text:
+        return True
+    doctype = text.find(b"<!DOCTYPE")
+    if doctype == -1:
+        return False
+    end = text.find(b">", doctype)
+    declaration = text[doctype : end if end != -1 else len(text)]
+    return b"[" in declaration
 
 
 def _real_content(archive: zipfile.ZipFile, member: zipfile.ZipInfo) -> Iterator[bytes]:

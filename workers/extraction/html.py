@@ -21,20 +21,14 @@ from workers.extraction.common import (
     clean_text,
     ensure_chars,
     ensure_size,
+    language_code,
     rows_to_text,
 )
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Table
-from workers.extraction.text import decode_text
+from workers.extraction.text import BOMS, decode_text
 
 logger = logging.getLogger(__name__)
 
-_BOMS = (  # UTF-32 before UTF-16: the UTF-32 LE mark starts with the UTF-16 LE one.
-    (b"\xef\xbb\xbf", "utf-8-sig"),
-    (b"\xff\xfe\x00\x00", "utf-32"),
-    (b"\x00\x00\xfe\xff", "utf-32"),
-    (b"\xff\xfe", "utf-16"),
-    (b"\xfe\xff", "utf-16"),
-)
 _SNIFF_BYTES = 4096
 # <meta charset=x>, <meta http-equiv=Content-Type content="...; charset=x">, <?xml encoding=x?>
 _DECLARED = re.compile(
@@ -47,7 +41,6 @@ _WHATWG_ALIASES = {"latin-1": "cp1252", "iso8859-1": "cp1252", "ascii": "cp1252"
 _XML_DECLARATION = re.compile(r"^\s*<\?xml[^>]*\?>")
 _CONTROL_CHARS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f]")
 _SPACES = re.compile(r"\s+")
-_LANGUAGE = re.compile(r"^([a-zA-Z]{2})(?:[-_]|$)")
 
 # Never text: code, embedded objects and interactive widgets.
 _DROP_TAGS = {
@@ -82,8 +75,8 @@ def extract_html(path: Path, limits: ExtractionLimits) -> ExtractionResult:
     """Extract the HTML file at ``path``: main content as text, headings as sections."""
     data = _read(path, limits)
     markup, encoding = _decode(data)
-    # The text of a page can be at most as long as its markup: refuse huge pages before parsing.
-    ensure_chars(len(markup), limits)
+    # No check of the markup's length here: inline images and styles make pages far longer
+    # than their text. The walk counts the text; the byte and memory limits bound the rest.
     document = _parse(markup)
     metadata = _metadata(document)
     root = _content_root(document)
@@ -122,7 +115,7 @@ def _read(path: Path, limits: ExtractionLimits) -> bytes:
 
 def _decode(data: bytes) -> tuple[str, str]:
     """Bytes to text: BOM, then the page's own declaration, then UTF-8, then detection."""
-    for bom, encoding in _BOMS:
+    for bom, encoding in BOMS:
         if data.startswith(bom):
             return data.decode(encoding, errors="replace"), encoding
     declared = _declared_encoding(data[:_SNIFF_BYTES])
@@ -136,7 +129,7 @@ def _decode(data: bytes) -> tuple[str, str]:
     if declared is not None:
         try:
             return data.decode(declared), declared
-        except UnicodeDecodeError:
+        except UnicodeError:
             # A wrong declaration is common on old pages; fall through to detection.
             logger.info("declared charset %s does not fit the bytes; detecting", declared)
     try:
@@ -153,9 +146,13 @@ def _declared_encoding(head: bytes) -> str | None:
         return None
     label = (match.group(1) or match.group(2)).decode("ascii").lower()
     try:
-        name = codecs.lookup(label).name
+        info = codecs.lookup(label)
     except LookupError:
         return None
+    # base64, rot13 and friends are codecs too, but not text encodings a page can be in.
+    if not info._is_text_encoding:
+        return None
+    name = info.name
     # A page that could be read far enough to find an ASCII declaration is not UTF-16/32:
     # browsers read such a declaration as UTF-8 too.
     if name.startswith(("utf-16", "utf-32")):
@@ -192,7 +189,7 @@ def _metadata(document: lxml.html.HtmlElement) -> dict[str, str]:
     title = title or _meta_content(document, "og:title")
     if title:
         metadata["title"] = title
-    language = _language(document.get("lang") or document.get("xml:lang") or "")
+    language = language_code(document.get("lang") or document.get("xml:lang"))
     if language:
         metadata["language"] = language
     for name in ("author", "description"):
@@ -212,12 +209,6 @@ def _meta_content(document: lxml.html.HtmlElement, name: str) -> str:
         if (meta.get("name") or meta.get("property") or "").strip().lower() == name:
             return _SPACES.sub(" ", meta.get("content") or "").strip()
     return ""
-
-
-def _language(tag: str) -> str:
-    """``en-US`` → ``en``; only ISO 639-1 (two-letter) codes are kept."""
-    match = _LANGUAGE.match(tag.strip())
-    return match.group(1).lower() if match else ""
 
 
 def _content_root(document: lxml.html.HtmlElement) -> lxml.html.HtmlElement:

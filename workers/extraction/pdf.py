@@ -21,7 +21,7 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 
 from ldims.errors import PermanentError
-from workers.extraction.common import clean_text, ensure_chars, ensure_pages
+from workers.extraction.common import clean_text, ensure_chars, ensure_pages, language_code
 from workers.extraction.pdf_fallback import richer_texts
 from workers.extraction.pdf_tables import extract_tables, may_hold_table
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Section
@@ -129,7 +129,7 @@ def _read_pages(
         try:
             text, ruled = _read_page(pdf, index)
         except pypdfium2.PdfiumError as exc:
-            logger.info("PDF page %d cannot be parsed: %s", index + 1, exc)
+            logger.info("PDF page %d cannot be parsed: %s", index + 1, type(exc).__name__)
             text, ruled = "", False
             broken.append(index + 1)
         texts.append(text)
@@ -244,7 +244,7 @@ def _bookmarks(pdf: pypdfium2.PdfDocument, count: int) -> list[tuple[str, int, i
                 logger.info("PDF outline cut at %d bookmarks", _MAX_SECTIONS)
                 break
     except pypdfium2.PdfiumError as exc:
-        logger.info("PDF outline unreadable, no sections: %s", exc)
+        logger.info("PDF outline unreadable, no sections: %s", type(exc).__name__)
     return marks
 
 
@@ -277,8 +277,7 @@ def _language(pdf: pypdfium2.PdfDocument) -> str | None:
     buffer = (ctypes.c_ushort * (size // 2))()
     pdfium_c.FPDFCatalog_GetLanguage(pdf, buffer, size)
     tag = bytes(memoryview(buffer))[: size - 2].decode("utf-16-le", errors="ignore")
-    primary = tag.strip().split("-")[0].lower()
-    return primary if re.fullmatch("[a-z]{2}", primary) else None
+    return language_code(tag)
 
 
 def parse_pdf_date(value: str) -> str | None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pdfplumber
 
+from ldims.errors import ProcessingError
 from workers.extraction.common import clean_text, ensure_chars
 from workers.extraction.result import ExtractionLimits
 
@@ -41,6 +42,8 @@ def richer_texts(path: Path, texts: list[str], limits: ExtractionLimits) -> list
                 "PDFium misses text on this PDF (%d vs %d chars): using pdfminer", ours, theirs
             )
             return _read_all(pdf, limits)
+    except ProcessingError:  # over a limit while reading every page: the file's outcome
+        raise
     except Exception as exc:  # a file pdfminer cannot read keeps PDFium's text
         logger.info("pdfminer cannot read this PDF: %s", type(exc).__name__)
         return None

@@ -8,9 +8,11 @@ does not load PDFium, python-docx or Tika.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import ModuleType
 
 from ldims.errors import PermanentError
 from workers.extraction import containers
@@ -59,9 +61,9 @@ def extract_path(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionR
 
 def warm_up() -> None:
     """Import every extractor and the language model (the extractor process calls this once)."""
-    import py3langid  # noqa: F401
-
     from workers.extraction import html, pdf, tika, word  # noqa: F401
+
+    _language_model()
 
     tika.tika_extractor()
 
@@ -122,7 +124,8 @@ def _tika(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
 def _text(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
     from workers.extraction.text import extract_text
 
-    # Decoding needs the whole file; a text file's characters are at most its bytes.
+    # Decoding needs the whole file in memory: refuse early what cannot fit, counting at
+    # most 4 bytes per character (UTF-32), so nothing under the limit is refused.
     ensure_chars(path.stat().st_size // 4, limits)
     result = extract_text(path.read_bytes(), mime)
     ensure_chars(len(result.text), limits)
@@ -184,12 +187,17 @@ _LANGUAGES = [
 _MIN_LETTERS = 40
 
 
+@functools.cache
+def _language_model() -> ModuleType:
+    import py3langid  # loads its model once per process, on first use
+
+    py3langid.set_languages(_LANGUAGES)
+    return py3langid
+
+
 def _detect_language(sample: str) -> str | None:
     """ISO 639-1 code of the sample's main language, or None when there is too little text."""
     if sum(1 for char in sample if char.isalpha()) < _MIN_LETTERS:
         return None
-    import py3langid  # loads its model once per process, on first use
-
-    py3langid.set_languages(_LANGUAGES)
-    language, _score = py3langid.classify(sample)
+    language, _score = _language_model().classify(sample)
     return str(language)

@@ -79,13 +79,9 @@ _LIBC = _load_libc()
 
 
 def _parser_failure(exc: Exception) -> str:
-    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-    name = type(exc).__name__
-    return (
-        f"The parser could not read this file ({name}: {detail})."
-        if detail
-        else (f"The parser could not read this file ({name}).")
-    )
+    # Only the exception's type: parsers quote the file's content in their messages, and
+    # this reason is stored in the catalog and logged by Celery.
+    return f"The parser could not read this file ({type(exc).__name__})."
 
 
 def _exit_with_parent(parent_pid: int) -> None:

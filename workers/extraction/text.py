@@ -9,20 +9,26 @@ import charset_normalizer
 from ldims.errors import PermanentError
 from workers.extraction.result import ExtractionResult, Page, Section
 
-_BOMS = [
+# Longest first: the UTF-32 LE mark starts with the UTF-16 LE one.
+BOMS = [
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
     (b"\xef\xbb\xbf", "utf-8-sig"),
     (b"\xff\xfe", "utf-16"),
     (b"\xfe\xff", "utf-16"),
 ]
-_HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
+# Linear on long runs of blanks (a lazy group followed by optional blanks is not).
+_HEADING = re.compile(r"^(#{1,6})[ \t]+(\S.*)$")
+_CLOSING_HASHES = re.compile(r"[ \t]+#+$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
     """Decode ``data``: BOM first, then strict UTF-8, then charset detection."""
-    for bom, encoding in _BOMS:
+    for bom, encoding in BOMS:
         if data.startswith(bom):
-            return data.decode(encoding), encoding
+            # Damaged bytes after the mark are replaced, not fatal: the rest is still text.
+            return data.decode(encoding, errors="replace"), encoding
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
@@ -78,7 +84,8 @@ def markdown_sections(text: str) -> list[Section]:
         match = None if in_fence else _HEADING.match(line)
         if match:
             close()
-            heading, body = (match.group(2), len(match.group(1))), []
+            title = _CLOSING_HASHES.sub("", match.group(2).rstrip()).strip()
+            heading, body = (title, len(match.group(1))), []
         else:
             body.append(line)
     close()

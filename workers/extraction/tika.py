@@ -34,7 +34,7 @@ from iscc_tika import (
 from tika_client import HttpStatusError, TikaClient
 
 from ldims.errors import PermanentError, TransientError
-from workers.extraction.common import ensure_pages
+from workers.extraction.common import ensure_pages, language_code, parse_count
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 from workers.extraction.xhtml import parse_xhtml
 
@@ -173,7 +173,7 @@ def _parse_failure(path: Path, message: str) -> PermanentError:
         return PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
     match = _TIKA_REASON.search(message)
     reason = (match.group(1) if match else message).strip()[:_REASON_MAX] or "no details"
-    log.info("Tika could not parse %s: %s", path.name, reason)
+    log.info("Tika could not parse a file (CORRUPT_FILE)")
     return PermanentError(
         "CORRUPT_FILE",
         f"The file is damaged or truncated; Tika could not parse it ({reason}). "
@@ -194,8 +194,11 @@ def _is_encrypted_package(path: Path) -> bool:
 
 def _read_rest(path: Path, mime: str, limits: ExtractionLimits) -> tuple[str, Mapping[str, Any]]:
     url = str(limits.tika_url)
+    # Give up on the server before the sandbox gives up on us: a hung server is then a retried
+    # TIKA_UNAVAILABLE, not the file's permanent TIMEOUT.
+    timeout = max(1.0, limits.timeout_seconds * 0.8)
     try:
-        with TikaClient(tika_url=url, timeout=limits.timeout_seconds, backend="httpx") as client:
+        with TikaClient(tika_url=url, timeout=timeout, backend="httpx") as client:
             data = client.tika.as_html.from_file(path, mime).data
     except HttpStatusError as error:
         raise _http_failure(path, url, error) from error
@@ -265,17 +268,15 @@ def _language(value: str | None) -> str | None:
     """An ISO 639-1 code from ``en``, ``en-GB``, ``eng`` and the like."""
     if not value:
         return None
-    code = re.split(r"[-_]", value.strip().lower())[0]
-    if len(code) == 2 and code.isalpha():
-        return code
-    return _ISO639_2.get(code)
+    return language_code(value) or _ISO639_2.get(re.split(r"[-_]", value.strip().lower())[0])
 
 
 def _declared_pages(metadata: Mapping[str, list[str]]) -> int | None:
     for key in _DECLARED_PAGES:
         for value in metadata.get(key, []):
-            if value.strip().isdigit():
-                return int(value)
+            count = parse_count(value)
+            if count is not None:
+                return count
     return None
 
 

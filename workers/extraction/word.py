@@ -9,7 +9,6 @@ and endnotes end the last page, and core properties become metadata. The module 
 from __future__ import annotations
 
 import logging
-import re
 import time
 import zipfile
 import zlib
@@ -26,7 +25,7 @@ from docx.package import Package
 from lxml import etree
 
 from ldims.errors import PermanentError
-from workers.extraction.common import clean_text
+from workers.extraction.common import clean_text, language_code, parse_count
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 from workers.extraction.word_body import PAGE, BodyReader, StyleMap, story_text
 
@@ -44,7 +43,6 @@ _MAIN_TYPES = {
 _OLE2_MAGIC = b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1"
 _APP_PAGES = "{http://schemas.openxmlformats.org/officeDocument/2006/extended-properties}Pages"
 _NOTE_SEPARATORS = {"separator", "continuationSeparator", "continuationNotice"}
-_LANGUAGE = re.compile(r"([A-Za-z]{2})(?:[-_][A-Za-z0-9-]*)?")
 # What a damaged package makes python-docx, zipfile or lxml raise while opening it.
 _OPEN_ERRORS = (
     zipfile.BadZipFile,
@@ -53,6 +51,7 @@ _OPEN_ERRORS = (
     KeyError,
     ValueError,
     NotImplementedError,
+    RuntimeError,
     PackageNotFoundError,
     PythonDocxError,
     etree.LxmlError,
@@ -210,9 +209,9 @@ def _core_metadata(package: Package) -> dict[str, object]:
         metadata["author"] = core.author.strip()
     if core.created is not None:
         metadata["created"] = core.created.isoformat()
-    language = _LANGUAGE.fullmatch(core.language.strip())
+    language = language_code(core.language)
     if language:
-        metadata["language"] = language.group(1).lower()
+        metadata["language"] = language
     return metadata
 
 
@@ -226,4 +225,4 @@ def _declared_pages(package: Package) -> int | None:
     except etree.LxmlError:
         return None
     value = (pages.text or "").strip() if pages is not None else ""
-    return int(value) if value.isdigit() else None
+    return parse_count(value)

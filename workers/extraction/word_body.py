@@ -20,6 +20,7 @@ from workers.extraction.common import (
     clean_text,
     ensure_chars,
     ensure_pages,
+    parse_count,
     rows_to_text,
 )
 from workers.extraction.result import ExtractionLimits, Page, Section, Table
@@ -68,10 +69,10 @@ def _outline(ppr: etree._Element | None) -> int | None:
     element = ppr.find(qn("w:outlineLvl")) if ppr is not None else None
     if element is None:
         return None
-    value = element.get(_VAL, "")
-    if not value.isdigit():
+    level = parse_count(element.get(_VAL, ""))
+    if level is None:
         return None
-    return int(value) + 1 if int(value) < 9 else 0
+    return level + 1 if level < 9 else 0
 
 
 class StyleMap:
