@@ -21,7 +21,13 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 
 from ldims.errors import PermanentError
-from workers.extraction.common import clean_text, ensure_chars, ensure_pages, language_code
+from workers.extraction.common import (
+    clean_text,
+    ensure_chars,
+    ensure_pages,
+    ensure_size,
+    language_code,
+)
 from workers.extraction.pdf_fallback import richer_texts
 from workers.extraction.pdf_tables import extract_tables, may_hold_table
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Section
@@ -51,7 +57,7 @@ _PDF_DATE = re.compile(
 
 def extract_pdf(path: Path, limits: ExtractionLimits) -> ExtractionResult:
     """Extract the PDF at ``path``; raise ``PermanentError`` when it cannot be read."""
-    pdf = _open(path)
+    pdf = _open(path, limits)
     try:
         count = len(pdf)
         if count == 0:
@@ -88,9 +94,8 @@ def extract_pdf(path: Path, limits: ExtractionLimits) -> ExtractionResult:
     )
 
 
-def _open(path: Path) -> pypdfium2.PdfDocument:
-    if path.stat().st_size == 0:
-        raise PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
+def _open(path: Path, limits: ExtractionLimits) -> pypdfium2.PdfDocument:
+    ensure_size(path, limits)
     try:
         # An empty password opens files encrypted without a user password (owner-only
         # protection, "copy-protected" files); pdfium ignores it for unencrypted files.
@@ -224,9 +229,21 @@ def _outline_sections(pdf: pypdfium2.PdfDocument, texts: list[str]) -> list[Sect
             if next_level <= level:
                 end = max(start, next_start - 1)
                 break
-        body = "\n\n".join(text for text in texts[start - 1 : end] if text)
-        sections.append(Section(heading, level, start, end, body[:_SECTION_CHARS]))
+        sections.append(Section(heading, level, start, end, _bounded_text(texts[start - 1 : end])))
     return sections
+
+
+def _bounded_text(texts: list[str]) -> str:
+    """The pages' text joined, cut at _SECTION_CHARS without joining pages it will not use."""
+    parts: list[str] = []
+    size = 0
+    for text in texts:
+        if text:
+            parts.append(text)
+            size += len(text) + 2
+            if size >= _SECTION_CHARS:
+                break
+    return "\n\n".join(parts)[:_SECTION_CHARS]
 
 
 def _bookmarks(pdf: pypdfium2.PdfDocument, count: int) -> list[tuple[str, int, int]]:

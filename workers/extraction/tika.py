@@ -34,7 +34,7 @@ from iscc_tika import (
 from tika_client import HttpStatusError, TikaClient
 
 from ldims.errors import PermanentError, TransientError
-from workers.extraction.common import ensure_pages, language_code, parse_count
+from workers.extraction.common import ensure_pages, ensure_size, language_code, parse_count
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 from workers.extraction.xhtml import parse_xhtml
 
@@ -58,8 +58,7 @@ _ENCRYPTED_MESSAGE = (
 
 def extract_with_tika(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
     """Extract an Office/RTF/EPUB file with Tika (in-process, or the server at tika_url)."""
-    if path.stat().st_size == 0:
-        raise PermanentError("EMPTY_FILE", "The file is empty (0 bytes).")
+    ensure_size(path, limits)
     if limits.tika_url is None:
         xhtml, raw_metadata = _read_inprocess(path, limits)
         extractor = "tika-inprocess"

@@ -262,7 +262,7 @@ class _Renderer:
         self.units.append(unit)
         self._sink = unit.items
         if self.layout == "sheets":
-            unit.name = self._sheet_name(element, len(self.units))
+            unit.name = self._sheet_name(element, len(self.units), depth)
             self._add(_Item("title", unit.name))
         if tag == "table":  # an ODS sheet is a bare table
             self._table(element, depth)
@@ -273,11 +273,11 @@ class _Renderer:
         # What follows a slide belongs to it (notes, charts) until the next slide starts.
         self._sink = unit.extras if self.layout == "slides" else unit.items
 
-    def _sheet_name(self, element: etree._Element, number: int) -> str:
+    def _sheet_name(self, element: etree._Element, number: int, depth: int) -> str:
         first = _first_child(element)
         if first is not None and _local(first) == "h1":
             self._skip = first
-            name = " ".join(self._capture(first, 0)).strip()
+            name = " ".join(self._capture(first, depth + 1)).strip()
             if name:
                 return name
         return f"Sheet {number}"
