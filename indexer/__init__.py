@@ -1,8 +1,35 @@
 """Full-text index of document chunks (Whoosh). Imports nothing else of LDIMS.
 
-Public surface: :class:`DocumentIndex` and the value types it takes.
+Public surface: :class:`DocumentIndex`, the value types it takes and returns, and the schema
+version. Writers go through ``replace_document`` / ``delete_documents`` / ``batch``; readers
+through ``search`` and the small read helpers.
 """
 
-from indexer.whoosh_index import SCHEMA_VERSION, Chunk, DocumentIndex, IndexBusy, IndexedDocument
+from indexer.model import (
+    Chunk,
+    IndexBusy,
+    IndexedDocument,
+    QueryUnprocessable,
+    SearchHit,
+    SearchMode,
+    SearchRequest,
+    SearchResults,
+)
+from indexer.schema import SCHEMA_VERSION
+from indexer.whoosh_index import Batch, DocumentIndex, day_number, replace_folder
 
-__all__ = ["SCHEMA_VERSION", "Chunk", "DocumentIndex", "IndexBusy", "IndexedDocument"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "Batch",
+    "Chunk",
+    "DocumentIndex",
+    "IndexBusy",
+    "IndexedDocument",
+    "QueryUnprocessable",
+    "SearchHit",
+    "SearchMode",
+    "SearchRequest",
+    "SearchResults",
+    "day_number",
+    "replace_folder",
+]

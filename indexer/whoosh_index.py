@@ -1,10 +1,15 @@
-"""The Whoosh index: chunks of documents, written through one guarded path.
+"""The Whoosh index: chunks of documents, written through one guarded path, read by searchers
+that refresh when a commit lands.
 
-Every write goes through :meth:`DocumentIndex._writer`: it takes Whoosh's lock with a
-timeout (the ``index`` queue runs one writer, but ``ldims reindex`` or a second worker
-started by mistake must wait, not corrupt), commits only when the block succeeds and
-cancels otherwise. Replacing a document deletes its chunks and adds the new ones in one
-commit, so readers see the old version or the new one, never a mix.
+Every write goes through :meth:`DocumentIndex._writer`: it takes Whoosh's lock with a timeout
+and backoff (the ``index`` queue runs one writer, but ``ldims reindex`` or a second worker
+started by mistake must wait, not corrupt), commits only when the block succeeds and cancels
+otherwise. Replacing a document deletes its chunks and adds the new ones in one commit, so
+readers see the old version or the new one, never a mix. Commits do not merge segments;
+:meth:`DocumentIndex.optimize` does, on a schedule.
+
+The index of schema version N lives in ``<root>/v<N>``; a ``READY`` file there says it holds
+every completed document (``ldims reindex`` writes it after a rebuild).
 """
 
 from __future__ import annotations
@@ -12,80 +17,90 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime
 from pathlib import Path
 
 from whoosh import index as whoosh_index
-from whoosh.fields import ID, NUMERIC, TEXT, Schema
 from whoosh.index import LockError
 from whoosh.query import Term
+from whoosh.searching import Searcher
 from whoosh.writing import IndexWriter
+
+from indexer.model import IndexBusy, IndexedDocument, SearchRequest, SearchResults
+from indexer.schema import SCHEMA_VERSION, build_schema
+from indexer.search import run_search
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+_EPOCH = date(1970, 1, 1)
+_READY = "READY"
 
 
-class IndexBusy(Exception):
-    """The index lock could not be taken in time; the caller may retry later."""
+def day_number(value: date | datetime) -> int:
+    """Days since 1970-01-01 (UTC for datetimes): the unit of the date filters."""
+    if isinstance(value, datetime):
+        value = value.astimezone(UTC).date() if value.tzinfo else value.date()
+    return (value - _EPOCH).days
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """A passage of a document: the text of a page or part of one."""
+class Batch:
+    """Writes collected in one commit (see :meth:`DocumentIndex.batch`)."""
 
-    text: str
-    page: int = 1
+    def __init__(self, writer: IndexWriter) -> None:
+        self._writer = writer
 
+    def replace(self, document: IndexedDocument) -> None:
+        self._writer.delete_by_term("document_id", document.document_id)
+        for fields in _chunk_fields(document):
+            self._writer.add_document(**fields)
 
-@dataclass(frozen=True)
-class IndexedDocument:
-    """What the index needs to know of one document version."""
-
-    document_id: str
-    tenant: str
-    collection: str
-    name: str
-    version: int
-    chunks: list[Chunk] = field(default_factory=list)
-
-
-def _schema() -> Schema:
-    return Schema(
-        chunk_id=ID(stored=True, unique=True),
-        document_id=ID(stored=True),
-        tenant=ID(stored=True),
-        collection=ID(stored=True),
-        version=NUMERIC(stored=True),
-        page=NUMERIC(stored=True),
-        name=TEXT(stored=True),
-        text=TEXT(stored=True),
-    )
+    def delete(self, document_id: str) -> None:
+        self._writer.delete_by_term("document_id", document_id)
 
 
 class DocumentIndex:
-    """One Whoosh index folder; safe to open from many processes."""
+    """One Whoosh index folder; safe to open from many processes and threads."""
 
-    def __init__(self, path: Path, lock_timeout: float = 30.0) -> None:
-        self.path = path
+    def __init__(self, root: Path, lock_timeout: float = 30.0) -> None:
+        self.root = root
+        self.path = root / f"v{SCHEMA_VERSION}"
         self.lock_timeout = lock_timeout
+        self._lock = threading.Lock()
         self._index = self._open_or_create()
+        self._searcher: Searcher | None = None
+        self._identity = self._folder_identity()
 
+    # --- opening ---------------------------------------------------------------------------
     def _open_or_create(self) -> whoosh_index.Index:
         self.path.mkdir(parents=True, exist_ok=True)
         # Two processes starting at once must not both create the index.
-        with open(self.path / ".create.lock", "w") as lock_file:
+        with open(self.root / ".create.lock", "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
             if whoosh_index.exists_in(str(self.path)):
                 return whoosh_index.open_dir(str(self.path))
             log.info("creating index (schema v%d) in %s", SCHEMA_VERSION, self.path)
-            return whoosh_index.create_in(str(self.path), _schema())
+            return whoosh_index.create_in(str(self.path), build_schema())
 
+    def _folder_identity(self) -> int:
+        return os.stat(self.path).st_ino
+
+    @property
+    def ready(self) -> bool:
+        """Whether this version's index was built from the whole catalog (or started empty)."""
+        return (self.path / _READY).exists()
+
+    def mark_ready(self) -> None:
+        (self.path / _READY).write_text(f"schema v{SCHEMA_VERSION}\n")
+
+    # --- writing ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def _writer(self) -> Iterator[IndexWriter]:
         try:
-            writer = self._index.writer(timeout=self.lock_timeout, delay=0.25)
+            writer = self._index.writer(timeout=self.lock_timeout, delay=0.1)
         except LockError as exc:
             raise IndexBusy(f"index lock not free after {self.lock_timeout}s") from exc
         try:
@@ -93,44 +108,79 @@ class DocumentIndex:
         except BaseException:
             writer.cancel()
             raise
-        writer.commit()
+        # Merging on every commit would make each small write rewrite segments.
+        writer.commit(merge=False)
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[Batch]:
+        """Replace and delete many documents in one commit."""
+        with self._writer() as writer:
+            yield Batch(writer)
 
     def replace_document(self, document: IndexedDocument) -> None:
         """Make ``document``'s chunks the only ones indexed under its id (one commit)."""
-        with self._writer() as writer:
-            writer.delete_by_term("document_id", document.document_id)
-            for number, chunk in enumerate(document.chunks):
-                writer.add_document(
-                    chunk_id=f"{document.document_id}:{number}",
-                    document_id=document.document_id,
-                    tenant=document.tenant,
-                    collection=document.collection,
-                    version=document.version,
-                    page=chunk.page,
-                    name=document.name,
-                    text=chunk.text,
-                )
+        with self.batch() as batch:
+            batch.replace(document)
 
-    def delete_documents(self, document_ids: list[str]) -> None:
-        """Remove every chunk of these documents."""
+    def delete_documents(self, document_ids: Iterable[str]) -> None:
+        """Remove every chunk of these documents (one commit)."""
+        document_ids = list(document_ids)
         if not document_ids:
             return
-        with self._writer() as writer:
+        with self.batch() as batch:
             for document_id in document_ids:
-                writer.delete_by_term("document_id", document_id)
+                batch.delete(document_id)
+
+    def optimize(self) -> None:
+        """Merge all segments into one (scheduled, never on the write path)."""
+        try:
+            writer = self._index.writer(timeout=self.lock_timeout, delay=0.1)
+        except LockError as exc:
+            raise IndexBusy(f"index lock not free after {self.lock_timeout}s") from exc
+        writer.commit(optimize=True)
+
+    # --- reading ---------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def searcher(self) -> Iterator[Searcher]:
+        """A searcher that sees every commit made before this call (held for the block)."""
+        with self._lock:
+            if self._folder_identity() != self._identity:
+                # `ldims reindex` swapped in a rebuilt folder: reopen it.
+                self._index = whoosh_index.open_dir(str(self.path))
+                self._identity = self._folder_identity()
+                if self._searcher is not None:
+                    self._searcher.close()
+                self._searcher = None
+            if self._searcher is None:
+                self._searcher = self._index.searcher()
+            elif self._index.latest_generation() != self._searcher.reader().generation():
+                # A commit landed. The Index object keeps the table of contents it read, so it
+                # is refreshed first. Segment readers are not reused: a reused reader keeps
+                # the deletions it saw, and a delete-only commit would stay invisible.
+                self._searcher.close()
+                self._index = self._index.refresh()
+                self._searcher = self._index.searcher()
+            # Searches of one process run one at a time (they are CPU-bound under the GIL
+            # anyway), so a refresh never closes a searcher another thread is using.
+            yield self._searcher
+
+    def search(self, request: SearchRequest) -> SearchResults:
+        """Documents of ``request.tenant`` matching the query, best first."""
+        with self.searcher() as searcher:
+            return run_search(searcher, request)
 
     def chunk_count(self, document_id: str) -> int:
-        with self._index.searcher() as searcher:
+        with self.searcher() as searcher:
             return len(searcher.search(Term("document_id", document_id), limit=None))
 
     def indexed_versions(self, document_id: str) -> set[int]:
         """The versions of ``document_id`` that have chunks (one, or none, when healthy)."""
-        with self._index.searcher() as searcher:
+        with self.searcher() as searcher:
             hits = searcher.search(Term("document_id", document_id), limit=None)
             return {hit["version"] for hit in hits}
 
     def document_ids(self) -> set[str]:
-        with self._index.searcher() as searcher:
+        with self.searcher() as searcher:
             # The lexicon keeps terms of deleted chunks until a merge: check each one.
             terms = (term.decode() for term in searcher.lexicon("document_id"))
             return {
@@ -141,5 +191,56 @@ class DocumentIndex:
 
     def ping(self) -> int:
         """Open a searcher and return the number of chunks (raises if unreadable)."""
-        with self._index.searcher() as searcher:
+        with self.searcher() as searcher:
             return searcher.doc_count()  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._searcher is not None:
+                self._searcher.close()
+                self._searcher = None
+
+
+def replace_folder(root: Path, built: Path) -> None:
+    """Swap a freshly built index folder in for this version's (readers reopen it)."""
+    current = root / f"v{SCHEMA_VERSION}"
+    old = root / f"v{SCHEMA_VERSION}.old"
+    shutil.rmtree(old, ignore_errors=True)
+    if current.exists():
+        current.rename(old)
+    built.rename(current)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _chunk_fields(document: IndexedDocument) -> Iterator[dict[str, object]]:
+    created = document.created_at
+    shared: dict[str, object] = {
+        "document_id": document.document_id,
+        "tenant": document.tenant,
+        "collection": document.collection,
+        "version": document.version,
+        "name": document.name,
+        "title": document.title or document.name,
+    }
+    # Facts a document does not have are left out (Whoosh indexes no empty terms).
+    for field, value in (
+        ("document_type", document.document_type),
+        ("submitter", document.submitter),
+        ("format", document.format),
+        ("language", document.language),
+    ):
+        if value:
+            shared[field] = value
+    if created is not None:
+        shared["created_day"] = day_number(created)
+        shared["created"] = created.isoformat()
+    for number, chunk in enumerate(document.chunks):
+        yield {
+            **shared,
+            "chunk_id": f"{document.document_id}:{number}",
+            "page": chunk.page,
+            "line_start": chunk.line_start,
+            "line_end": chunk.line_end,
+            "text": chunk.text,
+            "exact": chunk.text,
+        }

@@ -17,7 +17,12 @@ from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
 from ldims.errors import PermanentError, TransientError
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
-from workers.extraction import ExtractionLimits, ExtractionSandbox, detect_format
+from workers.extraction import (
+    ExtractionLimits,
+    ExtractionResult,
+    ExtractionSandbox,
+    detect_format,
+)
 from workers.extracts import ExtractStore
 from workers.fetch import fetch_to_store
 
@@ -120,14 +125,7 @@ def run_index(rt: Runtime, document_id: str, sha256: str) -> bool:
     if not rt.extracts.exists(sha256, mime):
         raise TransientError("INDEX_ERROR", "The extraction result is not there yet.")
     result = rt.extracts.load(sha256, mime)
-    indexed = IndexedDocument(
-        document_id=document.id,
-        tenant=document.tenant,
-        collection=document.collection,
-        name=document.name,
-        version=document.version,
-        chunks=chunk_pages(result.pages),
-    )
+    indexed = indexed_document(document, result)
     try:
         rt.index.replace_document(indexed)
     except IndexBusy as exc:
@@ -144,6 +142,24 @@ def run_index(rt: Runtime, document_id: str, sha256: str) -> bool:
             language=result.metadata.get("language"),
             format=result.format,
         )
+
+
+def indexed_document(document: Document, result: ExtractionResult) -> IndexedDocument:
+    """What the index stores of a document version and its extraction."""
+    return IndexedDocument(
+        document_id=document.id,
+        tenant=document.tenant,
+        collection=document.collection,
+        name=document.name,
+        version=document.version,
+        chunks=chunk_pages(result.pages),
+        title=result.metadata.get("title") or document.title,
+        document_type=document.document_type,
+        submitter=document.submitter,
+        format=result.format,
+        language=result.metadata.get("language"),
+        created_at=document.created_at,
+    )
 
 
 def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:

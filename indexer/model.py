@@ -1,0 +1,91 @@
+"""The index's value types: what goes in (documents as chunks), what a search asks and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from typing import Literal
+
+SearchMode = Literal["exact", "keyword"]
+
+
+class IndexBusy(Exception):
+    """The index lock could not be taken in time; the caller may retry later."""
+
+
+class QueryUnprocessable(Exception):
+    """The query has nothing searchable in it (empty, only punctuation or stop words, too long)."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A passage of a document: a page or a bounded part of one, with its line numbers.
+
+    Line numbers count lines of the document's whole extracted text, from 1.
+    """
+
+    text: str
+    page: int = 1
+    line_start: int = 1
+    line_end: int = 1
+
+
+@dataclass(frozen=True)
+class IndexedDocument:
+    """What the index needs to know of one document version."""
+
+    document_id: str
+    tenant: str
+    collection: str
+    name: str
+    version: int
+    chunks: list[Chunk] = field(default_factory=list)
+    title: str | None = None
+    document_type: str | None = None
+    submitter: str | None = None
+    format: str | None = None
+    language: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SearchRequest:
+    """A search inside one tenant; every filter is applied inside the query."""
+
+    tenant: str
+    query: str
+    mode: SearchMode = "keyword"
+    limit: int = 10
+    offset: int = 0
+    collection: str | None = None
+    document_type: str | None = None
+    submitter: str | None = None
+    date_from: date | None = None
+    date_to: date | None = None
+    snippet_chars: int = 300
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One document, represented by its best-matching chunk."""
+
+    document_id: str
+    name: str
+    title: str | None
+    score: float  # 0..1, relative to the best hit of this search
+    page: int
+    line_start: int
+    line_end: int
+    snippet: str
+    collection: str
+    document_type: str | None
+    submitter: str | None
+    created_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SearchResults:
+    hits: list[SearchHit]
+    total: int  # matching documents, not chunks
+    mode: SearchMode
+    fallback: bool = False  # the query's syntax was not understood: it ran as plain terms

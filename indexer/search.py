@@ -1,0 +1,134 @@
+"""Searching the chunk index: query parsing per mode, filters inside the query, results
+collapsed to documents with their best chunk, a bounded highlighted snippet and 0..1 scores.
+
+``keyword``: stemmed BM25F over title and text; terms are OR-ed with a bonus for documents
+that match more of them. ``exact``: every term and quoted phrase must match the unstemmed
+text. A query the parser does not understand runs as plain terms (``fallback``); one with
+nothing searchable left raises :class:`QueryUnprocessable`.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+from whoosh import highlight, qparser, query, sorting
+from whoosh.searching import Hit, Searcher
+
+from indexer.model import QueryUnprocessable, SearchHit, SearchRequest, SearchResults
+
+MAX_QUERY_CHARS = 2000
+_TITLE_BOOST = 2.0
+# Share of the score a document gets for each query term it matches beyond the first.
+_AND_BONUS = 0.9
+_SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
+
+
+def run_search(searcher: Searcher, request: SearchRequest) -> SearchResults:
+    parsed, fallback = _parse(searcher, request)
+    results = searcher.search(
+        parsed,
+        filter=_filters(request),
+        limit=request.offset + request.limit,
+        collapse="document_id",
+        collapse_limit=1,
+        groupedby=sorting.FieldFacet("document_id"),
+        terms=True,
+    )
+    total = len(results.groups("document_id"))
+    window = list(results)[request.offset : request.offset + request.limit]
+    top = results.score(0) if results.scored_length() else 0.0
+    field = "exact" if request.mode == "exact" else "text"
+    hits = [_hit(hit, top, field, request.snippet_chars) for hit in window]
+    return SearchResults(hits=hits, total=total, mode=request.mode, fallback=fallback)
+
+
+def _parse(searcher: Searcher, request: SearchRequest) -> tuple[query.Query, bool]:
+    text = request.query.strip()
+    if not text or len(text) > MAX_QUERY_CHARS:
+        raise QueryUnprocessable(
+            "The query is empty."
+            if not text
+            else f"The query is longer than {MAX_QUERY_CHARS} characters."
+        )
+    parser = _parser(searcher, request.mode)
+    fallback = False
+    try:
+        parsed = parser.parse(text)
+    except Exception:  # whoosh's parser raises assorted errors on odd syntax
+        parsed = None
+    if parsed is None:
+        fallback = True
+        parsed = parser.parse(_SYNTAX.sub(" ", text))
+    parsed = parsed.normalize()
+    if parsed is query.NullQuery or not any(True for _ in parsed.iter_all_terms()):
+        raise QueryUnprocessable(
+            "The query has nothing to search for (only punctuation or very common words)."
+        )
+    return parsed, fallback
+
+
+def _parser(searcher: Searcher, mode: str) -> qparser.QueryParser:
+    schema = searcher.schema
+    if mode == "exact":
+        parser = qparser.QueryParser("exact", schema, group=qparser.AndGroup)
+    else:
+        parser = qparser.MultifieldParser(
+            ["title", "text"],
+            schema,
+            fieldboosts={"title": _TITLE_BOOST},
+            group=qparser.OrGroup.factory(_AND_BONUS),
+        )
+    # Users type words, not field names or wildcards over the whole lexicon.
+    parser.remove_plugin_class(qparser.FieldsPlugin)
+    parser.remove_plugin_class(qparser.WildcardPlugin)
+    return parser
+
+
+def _filters(request: SearchRequest) -> query.Query:
+    from indexer.whoosh_index import day_number
+
+    parts: list[query.Query] = [query.Term("tenant", request.tenant)]
+    for field, value in (
+        ("collection", request.collection),
+        ("document_type", request.document_type),
+        ("submitter", request.submitter),
+    ):
+        if value:
+            parts.append(query.Term(field, value))
+    if request.date_from or request.date_to:
+        start = day_number(request.date_from) if request.date_from else None
+        end = day_number(request.date_to) if request.date_to else None
+        parts.append(query.NumericRange("created_day", start, end))
+    return query.And(parts)
+
+
+class _Marks(highlight.Formatter):
+    """Matched terms as **bold** (Markdown), the rest as it is."""
+
+    between = " … "
+
+    def format_token(self, text: str, token: object, replace: bool = False) -> str:
+        return f"**{highlight.get_text(text, token, replace)}**"
+
+
+def _hit(hit: Hit, top: float, field: str, snippet_chars: int) -> SearchHit:
+    stored = hit.fields()
+    hit.results.fragmenter = highlight.ContextFragmenter(maxchars=snippet_chars, surround=80)
+    hit.results.formatter = _Marks()
+    snippet = hit.highlights(field, text=stored["text"], top=1) or stored["text"][:snippet_chars]
+    created = stored.get("created")
+    return SearchHit(
+        document_id=stored["document_id"],
+        name=stored["name"],
+        title=stored.get("title"),
+        score=round(hit.score / top, 4) if top else 0.0,
+        page=stored["page"],
+        line_start=stored.get("line_start", 1),
+        line_end=stored.get("line_end", 1),
+        snippet=snippet[: snippet_chars * 2],
+        collection=stored.get("collection", ""),
+        document_type=stored.get("document_type") or None,
+        submitter=stored.get("submitter") or None,
+        created_at=datetime.fromisoformat(created) if created else None,
+    )
