@@ -19,8 +19,8 @@ from indexer.model import QueryUnprocessable, SearchHit, SearchRequest, SearchRe
 
 MAX_QUERY_CHARS = 2000
 _TITLE_BOOST = 2.0
-# Share of the score a document gets for each query term it matches beyond the first.
-_AND_BONUS = 0.9
+# Weight of the "all terms" query added to the OR of the terms in keyword mode.
+_AND_BONUS = 0.5
 _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 
 
@@ -51,33 +51,36 @@ def _parse(searcher: Searcher, request: SearchRequest) -> tuple[query.Query, boo
             if not text
             else f"The query is longer than {MAX_QUERY_CHARS} characters."
         )
-    parser = _parser(searcher, request.mode)
     fallback = False
     try:
-        parsed = parser.parse(text)
+        parsed = _parser(searcher, request.mode).parse(text)
     except Exception:  # whoosh's parser raises assorted errors on odd syntax
-        parsed = None
-    if parsed is None:
         fallback = True
-        parsed = parser.parse(_SYNTAX.sub(" ", text))
+        text = _SYNTAX.sub(" ", text)
+        parsed = _parser(searcher, request.mode).parse(text)
     parsed = parsed.normalize()
     if parsed is query.NullQuery or not any(True for _ in parsed.iter_all_terms()):
         raise QueryUnprocessable(
             "The query has nothing to search for (only punctuation or very common words)."
         )
+    distinct_terms = {term for _field, term in parsed.iter_all_terms()}
+    if request.mode == "keyword" and len(distinct_terms) > 1:
+        # OR of the terms, plus a bonus for chunks that hold all of them. (Whoosh's own
+        # OrGroup.factory scaling lowers, rather than raises, multi-term matches.)
+        every = _parser(searcher, request.mode, qparser.AndGroup).parse(text).normalize()
+        parsed = query.Or([parsed, every.with_boost(_AND_BONUS)])
     return parsed, fallback
 
 
-def _parser(searcher: Searcher, mode: str) -> qparser.QueryParser:
+def _parser(
+    searcher: Searcher, mode: str, group: type[qparser.GroupNode] = qparser.OrGroup
+) -> qparser.QueryParser:
     schema = searcher.schema
     if mode == "exact":
         parser = qparser.QueryParser("exact", schema, group=qparser.AndGroup)
     else:
         parser = qparser.MultifieldParser(
-            ["title", "text"],
-            schema,
-            fieldboosts={"title": _TITLE_BOOST},
-            group=qparser.OrGroup.factory(_AND_BONUS),
+            ["title", "text"], schema, fieldboosts={"title": _TITLE_BOOST}, group=group
         )
     # Users type words, not field names or wildcards over the whole lexicon.
     parser.remove_plugin_class(qparser.FieldsPlugin)

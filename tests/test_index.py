@@ -1,0 +1,213 @@
+"""The chunk index: multilingual search, both modes, filters inside the query, tenant isolation,
+atomic updates and deletes, concurrent writers and fresh readers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+
+from indexer import (
+    Chunk,
+    DocumentIndex,
+    IndexedDocument,
+    QueryUnprocessable,
+    SearchRequest,
+)
+from tests.conftest import ROOT
+
+
+def document(
+    doc_id: str,
+    text: str,
+    tenant: str = "acme",
+    version: int = 1,
+    **facts: object,
+) -> IndexedDocument:
+    pages = text.split("\f")
+    chunks = [Chunk(page, number, 1, page.count("\n") + 1) for number, page in enumerate(pages, 1)]
+    return IndexedDocument(
+        doc_id,
+        tenant,
+        str(facts.pop("collection", "default")),
+        f"{doc_id}.txt",
+        version,
+        chunks,
+        **facts,  # type: ignore[arg-type]
+    )
+
+
+def ids(index: DocumentIndex, query: str, tenant: str = "acme", **options: object) -> list[str]:
+    request = SearchRequest(tenant=tenant, query=query, **options)  # type: ignore[arg-type]
+    return [hit.document_id for hit in index.search(request).hits]
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> DocumentIndex:
+    index = DocumentIndex(tmp_path / "index")
+    with index.batch() as batch:
+        batch.replace(
+            document("zh", "本款固态硬盘是一款微型尺寸的产品，无需驱动程序就可支持主流操作系统。")
+        )
+        batch.replace(document("ru", "Система хранит документы и позволяет быстро искать их."))
+        batch.replace(
+            document("en", "The indexer indexed thousands of reports. Error KWDB-4001 in v2.3.0.")
+        )
+        batch.replace(document("other", "Система хранит документы KWDB-4001 硬盘", tenant="rival"))
+    return index
+
+
+def test_chinese_russian_and_english_queries_find_their_documents(index: DocumentIndex) -> None:
+    assert ids(index, "硬盘") == ["zh"]  # a 2-character word inside a sentence
+    assert ids(index, "驱动") == ["zh"]
+    assert ids(index, "документами") == ["ru"]  # another inflection of "документы"
+    assert ids(index, "поиском искать") == ["ru"]
+    assert ids(index, "indexing report") == ["en"]
+    assert ids(index, "KWDB-4001", mode="exact") == ["en"]
+    assert ids(index, "v2.3.0", mode="exact") == ["en"]
+
+
+def test_another_tenants_documents_never_come_back(index: DocumentIndex) -> None:
+    for query in ("硬盘", "документы", "KWDB-4001", "система", "*", "KWDB OR 硬盘", "tenant:rival"):
+        for mode in ("keyword", "exact"):
+            try:
+                found = ids(index, query, mode=mode)
+            except QueryUnprocessable:
+                continue
+            assert "other" not in found, (query, mode)
+    assert ids(index, "KWDB-4001", tenant="rival", mode="exact") == ["other"]
+
+
+def test_exact_needs_every_term_and_keeps_phrases(index: DocumentIndex) -> None:
+    # No stemming in exact mode: "report" is not "reports"; keyword mode stems both.
+    assert ids(index, "indexer report", mode="exact") == []
+    assert ids(index, "indexer report") == ["en"]
+    assert ids(index, "indexer reports", mode="exact") == ["en"]
+    assert ids(index, '"thousands of reports"', mode="exact") == ["en"]
+    assert ids(index, '"reports of thousands"', mode="exact") == []
+    assert ids(index, "indexer missingword", mode="keyword") == ["en"]  # OR with AND bonus
+
+
+def test_bad_syntax_never_raises_and_empty_queries_are_unprocessable(index: DocumentIndex) -> None:
+    for query in ('"unbalanced', "((( indexer", "indexer AND OR", "title:indexer", "index*"):
+        index.search(SearchRequest(tenant="acme", query=query))
+    assert ids(index, '"unbalanced indexer') == ["en"]
+    for query in ("", "   ", "the of and", "!!! ???", "x" * 3000):
+        with pytest.raises(QueryUnprocessable):
+            index.search(SearchRequest(tenant="acme", query=query))
+
+
+def test_filters_run_inside_the_query(tmp_path: Path) -> None:
+    index = DocumentIndex(tmp_path / "index")
+    with index.batch() as batch:
+        for number in range(12):
+            batch.replace(
+                document(
+                    f"d{number}",
+                    f"quarterly report number {number}",
+                    collection="finance" if number % 2 else "legal",
+                    document_type="report" if number % 3 else "memo",
+                    submitter=f"user{number % 4}",
+                    created_at=datetime(2024, 1, 1 + number, 12, tzinfo=UTC),
+                )
+            )
+    everything = index.search(SearchRequest(tenant="acme", query="report", limit=5))
+    assert everything.total == 12 and len(everything.hits) == 5
+    page_two = index.search(SearchRequest(tenant="acme", query="report", limit=5, offset=10))
+    assert len(page_two.hits) == 2
+    assert set(ids(index, "report", limit=20, collection="finance")) == {
+        f"d{n}" for n in range(12) if n % 2
+    }
+    assert set(ids(index, "report", limit=20, document_type="memo")) == {"d0", "d3", "d6", "d9"}
+    assert set(ids(index, "report", limit=20, submitter="user1")) == {"d1", "d5", "d9"}
+    window = ids(index, "report", limit=20, date_from=date(2024, 1, 3), date_to=date(2024, 1, 5))
+    assert set(window) == {"d2", "d3", "d4"}
+    combined = ids(
+        index,
+        "report",
+        limit=20,
+        collection="finance",
+        document_type="report",
+        date_from=date(2024, 1, 1),
+    )
+    assert set(combined) == {"d1", "d5", "d7", "d11"}
+
+
+def test_hits_carry_page_lines_a_bounded_snippet_and_scores(tmp_path: Path) -> None:
+    index = DocumentIndex(tmp_path / "index")
+    filler = "\n".join(f"line {n} of ordinary text" for n in range(5))
+    pages = [
+        Chunk("intro", 1, 1, 1),
+        Chunk(f"{filler}\nthe turbine blade cracked", 2, 3, 8),
+        Chunk(filler, 3, 10, 14),
+    ]
+    index.replace_document(IndexedDocument("long", "acme", "c", "long.txt", 1, pages))
+    index.replace_document(document("other", "a blade of grass " * 40))
+    results = index.search(SearchRequest(tenant="acme", query="turbine blade", snippet_chars=120))
+    best = results.hits[0]
+    assert (best.document_id, best.page, best.line_start, best.line_end) == ("long", 2, 3, 8)
+    assert "**turbine**" in best.snippet and len(best.snippet) <= 240
+    scores = [hit.score for hit in results.hits]
+    assert scores[0] == 1.0 and 0 < scores[1] < 1.0 and len(scores) == results.total == 2
+
+
+def test_update_replaces_and_delete_removes_every_chunk(tmp_path: Path) -> None:
+    index = DocumentIndex(tmp_path / "index")
+    index.replace_document(document("doc", "alpha one\fbeta two\fgamma three"))
+    assert index.chunk_count("doc") == 3
+    index.replace_document(document("doc", "delta four", version=2))
+    assert index.chunk_count("doc") == 1 and index.indexed_versions("doc") == {2}
+    assert ids(index, "alpha") == [] and ids(index, "delta") == ["doc"]
+    index.delete_documents(["doc"])
+    assert index.chunk_count("doc") == 0 and ids(index, "delta") == []
+    assert index.document_ids() == set()
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from indexer import Chunk, DocumentIndex, IndexedDocument
+    index = DocumentIndex(Path(sys.argv[1]), lock_timeout=60)
+    prefix = sys.argv[2]
+    for number in range(25):
+        text = f"shared words from writer {prefix} number {number}"
+        index.replace_document(
+            IndexedDocument(f"{prefix}{number}", "acme", "c", "n", 1, [Chunk(text)])
+        )
+    """
+)
+
+
+def test_two_writer_processes_at_once_lose_nothing(tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    DocumentIndex(root)  # created once, as a worker does at start
+    writers = [
+        subprocess.Popen([sys.executable, "-c", WRITER, str(root), prefix], cwd=ROOT)
+        for prefix in ("a", "b")
+    ]
+    assert [writer.wait(120) for writer in writers] == [0, 0]
+    index = DocumentIndex(root)
+    expected = {f"{prefix}{n}" for prefix in "ab" for n in range(25)}
+    assert index.document_ids() == expected
+    assert index.search(SearchRequest(tenant="acme", query="shared words", limit=100)).total == 50
+
+
+def test_a_reader_sees_a_commit_of_another_process_within_a_second(tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    reader = DocumentIndex(root)
+    assert ids(reader, "writer") == []
+    writer = subprocess.run(
+        [sys.executable, "-c", WRITER, str(root), "z"], cwd=ROOT, timeout=120, check=True
+    )
+    assert writer.returncode == 0
+    committed = time.monotonic()
+    while not ids(reader, "writer", limit=50):
+        assert time.monotonic() - committed < 1.0
+        time.sleep(0.01)
+    assert len(ids(reader, "writer", limit=50)) == 25
