@@ -65,9 +65,10 @@ class Batch:
 class DocumentIndex:
     """One Whoosh index folder; safe to open from many processes and threads."""
 
-    def __init__(self, root: Path, lock_timeout: float = 30.0) -> None:
+    def __init__(self, root: Path, lock_timeout: float = 30.0, folder: str | None = None) -> None:
         self.root = root
-        self.path = root / f"v{SCHEMA_VERSION}"
+        # ``folder`` names another folder under ``root`` (a rebuild in progress).
+        self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
         self._lock = threading.Lock()
         self._index = self._open_or_create()

@@ -138,6 +138,13 @@ class Settings(BaseSettings):
         "Unset: iscc-tika runs in-process inside the extractor process.",
     )
 
+    # --- index -----------------------------------------------------------------------------
+    index_optimize_interval_seconds: int = Field(
+        default=3600,
+        gt=0,
+        description="How often the index worker merges the index's segments (never on a write).",
+    )
+
     # --- API -----------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the API.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port of the API.")

@@ -47,6 +47,7 @@ def make_celery(settings: Settings) -> Celery:
             "ldims.index": {"queue": INDEX_QUEUE},
             "ldims.delete_from_index": {"queue": INDEX_QUEUE},
             "ldims.reconcile": {"queue": INDEX_QUEUE},
+            "ldims.optimize_index": {"queue": INDEX_QUEUE},
         },
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -72,7 +73,11 @@ def make_celery(settings: Settings) -> Celery:
             "reconcile": {
                 "task": "ldims.reconcile",
                 "schedule": timedelta(seconds=settings.reconcile_interval_seconds),
-            }
+            },
+            "optimize_index": {
+                "task": "ldims.optimize_index",
+                "schedule": timedelta(seconds=settings.index_optimize_interval_seconds),
+            },
         },
     )
     return app

@@ -193,6 +193,14 @@ def delete_from_index(rt: Runtime, document_ids: list[str]) -> None:
         raise TransientError("INDEX_BUSY", str(exc)) from exc
 
 
+def optimize_index(rt: Runtime) -> None:
+    """Merge the index's segments into one."""
+    try:
+        rt.index.optimize()
+    except IndexBusy as exc:
+        raise TransientError("INDEX_BUSY", str(exc)) from exc
+
+
 def record_failure(
     rt: Runtime, document_id: str, sha256: str | None, code: str, message: str
 ) -> None:

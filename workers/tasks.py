@@ -93,6 +93,12 @@ def delete_from_index(document_ids: list[str]) -> None:
     pipeline.delete_from_index(pipeline.runtime(), document_ids)
 
 
+@app.task(name="ldims.optimize_index", **_RETRY)
+def optimize_index() -> None:
+    """Merge the index's segments (writes commit without merging, so they pile up)."""
+    pipeline.optimize_index(pipeline.runtime())
+
+
 @app.task(name="ldims.reconcile")
 def run_reconcile() -> dict[str, int]:
     rt = pipeline.runtime()

@@ -147,3 +147,19 @@ def stuck_documents(session: Session, older_than: datetime, limit: int = 500) ->
 
 def all_document_ids(session: Session) -> set[str]:
     return set(session.scalars(select(Document.id)))
+
+
+def completed_documents(session: Session, after_id: str = "", limit: int = 500) -> list[Document]:
+    """Completed documents in id order, ``limit`` at a time after ``after_id`` (for rebuilds)."""
+    query = (
+        select(Document)
+        .where(Document.status == DocumentStatus.COMPLETED.value, Document.id > after_id)
+        .order_by(Document.id)
+        .limit(limit)
+    )
+    return list(session.scalars(query))
+
+
+def changed_since(session: Session, since: datetime) -> list[Document]:
+    """Documents whose state changed at or after ``since``."""
+    return list(session.scalars(select(Document).where(Document.status_changed_at >= since)))

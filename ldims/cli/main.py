@@ -95,6 +95,28 @@ def flower(port: int | None) -> None:
 
 
 @cli.command()
+@click.option("--if-needed", is_flag=True, help="Only when this schema version has no index yet.")
+@click.option("--batch-size", type=int, default=200, show_default=True, help="Documents a commit.")
+def reindex(if_needed: bool, batch_size: int) -> None:
+    """Rebuild the search index from the catalog and the stored extractions."""
+    from tqdm import tqdm
+
+    from ldims.catalog import upgrade_schema
+    from workers.reindex import rebuild, rebuild_if_needed
+
+    settings = get_settings()
+    setup_logging(settings.log_level)
+    upgrade_schema(settings.catalog_url)
+    if if_needed:
+        count = rebuild_if_needed(settings)
+        click.echo("index is up to date" if count is None else f"reindexed {count} documents")
+        return
+    with tqdm(unit="doc", desc="reindex") as bar:
+        count = rebuild(settings, batch_size=batch_size, progress=bar.update)
+    click.echo(f"reindexed {count} documents")
+
+
+@cli.command()
 def migrate() -> None:
     """Bring the catalog schema up to date."""
     from ldims.catalog import upgrade_schema

@@ -15,6 +15,7 @@ import sys
 
 import uvicorn
 
+from indexer import SCHEMA_VERSION
 from ldims.catalog import upgrade_schema
 from ldims.embedded_redis import EmbeddedRedis
 from ldims.settings import Settings, get_settings
@@ -58,6 +59,12 @@ def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> No
         get_settings.cache_clear()
         settings = get_settings()
     upgrade_schema(settings.catalog_url)
+    # A new schema version starts with an empty index folder: fill it before serving.
+    from workers.reindex import rebuild_if_needed
+
+    rebuilt = rebuild_if_needed(settings)
+    if rebuilt is not None:
+        log.info("index rebuilt for schema v%d: %d documents", SCHEMA_VERSION, rebuilt)
     children = [
         subprocess.Popen(command)
         for command in worker_commands(

@@ -1,0 +1,86 @@
+"""Rebuilding the index of the current schema version from the catalog and stored extractions.
+
+``ldims reindex`` builds a fresh folder next to the live one (searches keep working on the old
+index meanwhile), swaps it in, then catches up with documents that changed during the build
+(the index worker kept writing to the old folder). ``--if-needed`` does this only when this
+schema version's index has not been built yet (a new install marks it ready at once).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from collections.abc import Callable
+from datetime import datetime
+
+from indexer import SCHEMA_VERSION, DocumentIndex, replace_folder
+from ldims.catalog import Catalog, DocumentStatus, repository, utcnow
+from ldims.settings import Settings
+from workers.extracts import ExtractStore
+from workers.pipeline import indexed_document
+
+log = logging.getLogger(__name__)
+
+
+def rebuild_if_needed(settings: Settings) -> int | None:
+    """Rebuild when this version's index is not ready; the number of documents, or None."""
+    index = DocumentIndex(settings.index_dir)
+    if index.ready:
+        return None
+    catalog = Catalog(settings.catalog_url)
+    with catalog.session() as session:
+        if not repository.completed_documents(session, limit=1):
+            index.mark_ready()  # nothing to rebuild from: a new install
+            return None
+    return rebuild(settings)
+
+
+def rebuild(
+    settings: Settings, batch_size: int = 200, progress: Callable[[int], None] | None = None
+) -> int:
+    """Index every completed document into a new folder and swap it in; return the count."""
+    catalog = Catalog(settings.catalog_url)
+    extracts = ExtractStore(settings.extracts_dir)
+    started = utcnow()
+    name = f"v{SCHEMA_VERSION}.building"
+    shutil.rmtree(settings.index_dir / name, ignore_errors=True)
+    building = DocumentIndex(settings.index_dir, folder=name)
+    count = 0
+    last_id = ""
+    while True:
+        with catalog.session() as session:
+            documents = repository.completed_documents(session, last_id, batch_size)
+        if not documents:
+            break
+        with building.batch() as batch:
+            for document in documents:
+                if document.sha256 and extracts.exists(document.sha256, document.format or ""):
+                    result = extracts.load(document.sha256, document.format or "")
+                    batch.replace(indexed_document(document, result))
+                    count += 1
+        last_id = documents[-1].id
+        if progress:
+            progress(len(documents))
+    building.mark_ready()
+    building.close()
+    replace_folder(settings.index_dir, building.path)
+    _catch_up(settings, catalog, extracts, started)
+    log.info("index v%d rebuilt with %d documents", SCHEMA_VERSION, count)
+    return count
+
+
+def _catch_up(
+    settings: Settings, catalog: Catalog, extracts: ExtractStore, since: datetime
+) -> None:
+    """Re-apply what the index worker wrote to the old folder while the new one was built."""
+    index = DocumentIndex(settings.index_dir)
+    with catalog.session() as session:
+        changed = repository.changed_since(session, since)
+    with index.batch() as batch:
+        for document in changed:
+            fmt = document.format or ""
+            completed = document.status == DocumentStatus.COMPLETED.value
+            if completed and document.sha256 and extracts.exists(document.sha256, fmt):
+                batch.replace(indexed_document(document, extracts.load(document.sha256, fmt)))
+            elif not completed:
+                batch.delete(document.id)
