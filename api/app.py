@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.ingestion import IngestionService
-from api.routes import documents, health, webhooks
+from api.routes import documents, health, search, webhooks
 from ldims import __version__
 from ldims.catalog import Catalog
 from ldims.settings import Settings, get_settings
@@ -46,5 +46,6 @@ def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAP
     install_error_handlers(app)
     app.include_router(documents.router)
     app.include_router(webhooks.router)
+    app.include_router(search.router)
     app.include_router(health.router)
     return app

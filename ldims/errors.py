@@ -9,6 +9,7 @@
     ├── NotFound            404      RESOURCE_NOT_FOUND
     ├── ContentUnavailable  409      CONTENT_UNAVAILABLE_OR_FAILED   the document failed
     ├── StillProcessing     202      PROCESSING        queued/processing: retry later
+    ├── QueryUnprocessable  422      QUERY_UNPROCESSABLE   nothing searchable in the query
     ├── PayloadTooLarge     413      TOO_LARGE         upload or fetched body over the limit
     ├── ServiceUnavailable  503      SERVER_ERROR      broker/catalog down: nothing was queued
     └── ProcessingError              a document cannot be processed (worker side)
@@ -90,6 +91,15 @@ class PayloadTooLarge(LdimsError):
     code = "TOO_LARGE"
     http_status = 413
     default_message = "The content is larger than the configured limit."
+
+
+class QueryUnprocessable(LdimsError):
+    code = "QUERY_UNPROCESSABLE"
+    http_status = 422
+    default_message = (
+        "The search query is too broad, too complex, or could not be processed by the search "
+        "engine."
+    )
 
 
 class ServiceUnavailable(LdimsError):

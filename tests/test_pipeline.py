@@ -128,3 +128,34 @@ def test_the_pipeline_runs_on_a_postgresql_catalog(
     assert record["status"] == "completed" and record["title"] == "PostgreSQL"
     assert "目录存储" in stack.client.get(f"/api/documents/{doc_id}/content").json()["text"]
     stack.stop()  # release the database's connections before it is dropped
+
+
+def test_uploaded_documents_are_found_by_search_with_filters(stack: Stack) -> None:
+    first = stack.upload(
+        "turbines.md",
+        b"# Turbines\n\nThe turbine blade cracked during the test.",
+        documentType="report",
+        submitter="ops",
+    ).json()["documentId"]
+    second = stack.upload(
+        "манускрипт.txt", "Турбины работали без остановки.".encode(), documentType="memo"
+    ).json()["documentId"]
+    for doc_id in (first, second):
+        assert stack.wait_final(doc_id)["status"] == "completed"
+    body = stack.client.get("/api/search", params={"query": "turbines blade"}).json()
+    assert body["totalMatches"] == 1 and body["results"][0]["documentId"] == first
+    hit = body["results"][0]
+    assert hit["page"] == 1 and "**blade**" in hit["matchedContext"]
+    assert hit["metadata"]["documentType"] == "report" and hit["metadata"]["submitter"] == "ops"
+    russian = stack.client.get("/api/search", params={"query": "турбина"}).json()
+    assert [r["documentId"] for r in russian["results"]] == [second]
+    none = stack.client.get("/api/search", params={"query": "turbine", "documentType": "memo"})
+    assert none.status_code == 200 and none.json()["results"] == []
+    other = stack.client.get(
+        "/api/search", params={"query": "turbine"}, headers={"X-LDIMS-Tenant": "rival"}
+    )
+    assert other.json()["totalMatches"] == 0
+    bad = stack.client.get("/api/search", params={"query": "the of"})
+    assert bad.status_code == 422 and bad.json()["errorCode"] == "QUERY_UNPROCESSABLE"
+    too_many = stack.client.get("/api/search", params={"query": "x", "maxResults": 1000})
+    assert too_many.status_code == 400 and too_many.json()["errorDetails"]["field"] == "maxResults"
