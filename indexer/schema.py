@@ -36,5 +36,6 @@ def build_schema() -> Schema:
         name=STORED,
         title=TEXT(analyzer=keyword, stored=True),
         text=TEXT(analyzer=keyword, stored=True),
-        exact=TEXT(analyzer=exact_analyzer(), phrase=True),
+        # An unquoted Chinese word in exact mode must match as a phrase of its characters.
+        exact=TEXT(analyzer=exact_analyzer(), phrase=True, multitoken_query="phrase"),
     )

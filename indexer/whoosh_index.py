@@ -32,6 +32,7 @@ from whoosh.writing import IndexWriter
 
 from indexer.model import IndexBusy, IndexedDocument, SearchRequest, SearchResults
 from indexer.schema import SCHEMA_VERSION, build_schema
+from indexer.scoring import weighting
 from indexer.search import run_search
 
 log = logging.getLogger(__name__)
@@ -153,14 +154,14 @@ class DocumentIndex:
                     self._searcher.close()
                 self._searcher = None
             if self._searcher is None:
-                self._searcher = self._index.searcher()
+                self._searcher = self._index.searcher(weighting=weighting())
             elif self._index.latest_generation() != self._searcher.reader().generation():
                 # A commit landed. The Index object keeps the table of contents it read, so it
                 # is refreshed first. Segment readers are not reused: a reused reader keeps
                 # the deletions it saw, and a delete-only commit would stay invisible.
                 self._searcher.close()
                 self._index = self._index.refresh()
-                self._searcher = self._index.searcher()
+                self._searcher = self._index.searcher(weighting=weighting())
             # Searches of one process run one at a time (they are CPU-bound under the GIL
             # anyway), so a refresh never closes a searcher another thread is using.
             yield self._searcher
