@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from datetime import datetime
 
-from whoosh import highlight, qparser, query, sorting
+from whoosh import highlight, qparser, query
 from whoosh.searching import Hit, Searcher
 
 from indexer.model import QueryUnprocessable, SearchHit, SearchRequest, SearchResults
@@ -22,26 +22,58 @@ MAX_QUERY_CHARS = 2000
 _TITLE_BOOST = 0.7
 # Weight of the "all terms" query added to the OR of the terms in keyword mode.
 _AND_BONUS = 0.5
+_CHUNKS_PER_DOCUMENT = 3
+_AND_BONUS_MAX_TERMS = 6
 _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 
 
 def run_search(searcher: Searcher, request: SearchRequest) -> SearchResults:
     parsed, fallback = _parse(searcher, request)
-    results = searcher.search(
-        parsed,
-        filter=_filters(request),
-        limit=request.offset + request.limit,
-        collapse="document_id",
-        collapse_limit=1,
-        groupedby=sorting.FieldFacet("document_id"),
-        terms=True,
+    restriction = _filters(request)
+    top, best, complete = _best_chunks(
+        searcher, parsed, restriction, request.offset + request.limit
     )
-    total = len(results.groups("document_id"))
-    window = list(results)[request.offset : request.offset + request.limit]
-    top = results.score(0) if results.scored_length() else 0.0
     field = "exact" if request.mode == "exact" else "text"
+    window = best[request.offset : request.offset + request.limit]
     hits = [_hit(hit, top, field, request.snippet_chars) for hit in window]
+    # When every matching chunk was already scored, the documents seen are all there are.
+    total = len(best) if complete else _count_documents(searcher, parsed, restriction)
     return SearchResults(hits=hits, total=total, mode=request.mode, fallback=fallback)
+
+
+def _best_chunks(
+    searcher: Searcher, parsed: query.Query, restriction: query.Query, wanted: int
+) -> tuple[float, list[Hit], bool]:
+    """The best chunk of each of the ``wanted`` best documents, the top score, and whether
+    every matching chunk was seen.
+
+    A plain top-N chunk search (Whoosh skips blocks that cannot compete) is much cheaper than
+    collapsing every match; asking for a few chunks per document wanted nearly always
+    suffices, and the search widens when it does not.
+    """
+    fetch = max(wanted * _CHUNKS_PER_DOCUMENT, 10)
+    while True:
+        results = searcher.search(parsed, filter=restriction, limit=fetch)
+        complete = results.scored_length() < fetch
+        best: dict[str, Hit] = {}
+        for hit in results:
+            best.setdefault(hit["document_id"], hit)
+            if len(best) >= wanted and not complete:
+                break
+        if len(best) >= wanted or complete:
+            top = results.score(0) if results.scored_length() else 0.0
+            return top, list(best.values()), complete
+        fetch *= 4
+
+
+def _count_documents(searcher: Searcher, parsed: query.Query, restriction: query.Query) -> int:
+    """How many documents have a matching chunk (the filters included)."""
+    matching = searcher.docs_for_query(query.And([parsed, restriction]))
+    try:
+        document_ids = searcher.reader().column_reader("document_id")
+    except NotImplementedError:  # a reader without columns (an empty index)
+        return len({searcher.stored_fields(docnum)["document_id"] for docnum in matching})
+    return len({document_ids[docnum] for docnum in matching})
 
 
 def _parse(searcher: Searcher, request: SearchRequest) -> tuple[query.Query, bool]:
@@ -65,7 +97,8 @@ def _parse(searcher: Searcher, request: SearchRequest) -> tuple[query.Query, boo
             "The query has nothing to search for (only punctuation or very common words)."
         )
     distinct_terms = {term for _field, term in parsed.iter_all_terms()}
-    if request.mode == "keyword" and len(distinct_terms) > 1:
+    # Long questions match nearly everything anyway; the bonus doubles their matchers.
+    if request.mode == "keyword" and 1 < len(distinct_terms) <= _AND_BONUS_MAX_TERMS:
         # OR of the terms, plus a bonus for chunks that hold all of them. (Whoosh's own
         # OrGroup.factory scaling lowers, rather than raises, multi-term matches.)
         every = _parser(searcher, request.mode, qparser.AndGroup).parse(text).normalize()
