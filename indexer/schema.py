@@ -34,8 +34,10 @@ def build_schema() -> Schema:
         line_start=STORED,
         line_end=STORED,
         name=STORED,
-        title=TEXT(analyzer=keyword, stored=True),
-        text=TEXT(analyzer=keyword, stored=True),
+        title=TEXT(analyzer=keyword, stored=True, phrase=False),
+        # No positions: keyword mode needs none (quoted phrases use `exact`), and they would
+        # make the index writer do a third more work.
+        text=TEXT(analyzer=keyword, stored=True, phrase=False),
         # An unquoted Chinese word in exact mode must match as a phrase of its characters.
         exact=TEXT(analyzer=exact_analyzer(), phrase=True, multitoken_query="phrase"),
     )

@@ -24,6 +24,8 @@ _TITLE_BOOST = 0.7
 _AND_BONUS = 0.5
 _CHUNKS_PER_DOCUMENT = 3
 _AND_BONUS_MAX_TERMS = 6
+_PHRASE_BONUS = 2.0
+_QUOTED = re.compile(r'"([^"]+)"')
 _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 
 
@@ -78,32 +80,56 @@ def _count_documents(searcher: Searcher, parsed: query.Query, restriction: query
 
 def _parse(searcher: Searcher, request: SearchRequest) -> tuple[query.Query, bool]:
     text = request.query.strip()
-    if not text or len(text) > MAX_QUERY_CHARS:
-        raise QueryUnprocessable(
-            "The query is empty."
-            if not text
-            else f"The query is longer than {MAX_QUERY_CHARS} characters."
-        )
-    fallback = False
-    try:
-        parsed = _parser(searcher, request.mode).parse(text)
-    except Exception:  # whoosh's parser raises assorted errors on odd syntax
-        fallback = True
-        text = _SYNTAX.sub(" ", text)
-        parsed = _parser(searcher, request.mode).parse(text)
-    parsed = parsed.normalize()
+    if not text:
+        raise QueryUnprocessable("The query is empty.")
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryUnprocessable(f"The query is longer than {MAX_QUERY_CHARS} characters.")
+    if request.mode == "exact":
+        parsed, fallback = _parse_with(searcher, "exact", text)
+    else:
+        parsed, fallback = _parse_keyword(searcher, text)
     if parsed is query.NullQuery or not any(True for _ in parsed.iter_all_terms()):
         raise QueryUnprocessable(
             "The query has nothing to search for (only punctuation or very common words)."
         )
-    distinct_terms = {term for _field, term in parsed.iter_all_terms()}
-    # Long questions match nearly everything anyway; the bonus doubles their matchers.
-    if request.mode == "keyword" and 1 < len(distinct_terms) <= _AND_BONUS_MAX_TERMS:
-        # OR of the terms, plus a bonus for chunks that hold all of them. (Whoosh's own
-        # OrGroup.factory scaling lowers, rather than raises, multi-term matches.)
-        every = _parser(searcher, request.mode, qparser.AndGroup).parse(text).normalize()
-        parsed = query.Or([parsed, every.with_boost(_AND_BONUS)])
     return parsed, fallback
+
+
+def _parse_keyword(searcher: Searcher, text: str) -> tuple[query.Query, bool]:
+    """Stemmed terms OR-ed, with a bonus for chunks holding all of them and for quoted phrases.
+
+    The keyword field keeps no positions (they would make the index writer do a third more
+    work); a quoted phrase is matched on the unstemmed ``exact`` field, which has them, and
+    ranks its chunks first without excluding the others (``exact`` mode requires it).
+    """
+    phrases = [
+        parsed
+        for phrase in _QUOTED.findall(text)
+        if (parsed := _parse_with(searcher, "exact", f'"{phrase}"')[0]) is not query.NullQuery
+    ]
+    words = text.replace('"', " ")
+    terms, fallback = _parse_with(searcher, "keyword", words)
+    distinct_terms = {term for _field, term in terms.iter_all_terms()}
+    bonuses: list[query.Query] = [phrase.with_boost(_PHRASE_BONUS) for phrase in phrases]
+    # Long questions match nearly everything anyway; the bonus doubles their matchers.
+    if 1 < len(distinct_terms) <= _AND_BONUS_MAX_TERMS:
+        # Whoosh's own OrGroup.factory scaling lowers, rather than raises, multi-term matches.
+        every, _ = _parse_with(searcher, "keyword", words, qparser.AndGroup)
+        bonuses.append(every.with_boost(_AND_BONUS))
+    if terms is query.NullQuery or not bonuses:
+        return terms, fallback
+    return query.Or([terms, *bonuses]), fallback
+
+
+def _parse_with(
+    searcher: Searcher, mode: str, text: str, group: type[qparser.GroupNode] = qparser.OrGroup
+) -> tuple[query.Query, bool]:
+    """Parse ``text``; on a syntax the parser cannot take, parse it again as plain terms."""
+    try:
+        return _parser(searcher, mode, group).parse(text).normalize(), False
+    except Exception:  # whoosh's parser raises assorted errors on odd syntax
+        plain = _SYNTAX.sub(" ", text)
+        return _parser(searcher, mode, group).parse(plain).normalize(), True
 
 
 def _parser(

@@ -211,3 +211,13 @@ def test_a_reader_sees_a_commit_of_another_process_within_a_second(tmp_path: Pat
         assert time.monotonic() - committed < 1.0
         time.sleep(0.01)
     assert len(ids(reader, "writer", limit=50)) == 25
+
+
+def test_quoted_phrases_rank_first_in_keyword_mode(tmp_path: Path) -> None:
+    index = DocumentIndex(tmp_path / "index")
+    with index.batch() as batch:
+        batch.replace(document("loose", "code error report: KWDB-4001 was the code of the error"))
+        batch.replace(document("phrase", "error code KWDB-4001 raised by the loader"))
+    assert ids(index, '"error code"') == ["phrase", "loose"]  # both hold the words
+    assert ids(index, '"error code"', mode="exact") == ["phrase"]
+    assert ids(index, '"固态硬盘"', mode="exact") == []
