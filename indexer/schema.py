@@ -26,8 +26,8 @@ def build_schema() -> Schema:
         submitter=ID(stored=True),
         format=ID(stored=True),
         language=ID(stored=True),
-        # Days since 1970-01-01: a numeric range over a few trie terms, fast as a filter.
-        created_day=NUMERIC(int, bits=32, signed=True),
+        # Days since 1970-01-01, as a column: date filters read it for the tenant's chunks.
+        created_day=NUMERIC(int, bits=32, signed=True, sortable=True),
         created=STORED,
         version=NUMERIC(stored=True),
         page=NUMERIC(stored=True),

@@ -29,9 +29,15 @@ _QUOTED = re.compile(r'"([^"]+)"')
 _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 
 
-def run_search(searcher: Searcher, request: SearchRequest) -> SearchResults:
+def run_search(
+    searcher: Searcher, request: SearchRequest, cache: dict[object, set[int]] | None = None
+) -> SearchResults:
+    """Search with ``searcher``; ``cache`` keeps filter document sets for this searcher."""
     parsed, fallback = _parse(searcher, request)
-    restriction = _filters(request)
+    restriction = _allowed_documents(searcher, request, {} if cache is None else cache)
+    if not restriction:
+        # Nothing is allowed. (Whoosh reads an empty filter set as "no filter at all".)
+        return SearchResults(hits=[], total=0, mode=request.mode, fallback=fallback)
     top, best, complete = _best_chunks(
         searcher, parsed, restriction, request.offset + request.limit
     )
@@ -44,7 +50,7 @@ def run_search(searcher: Searcher, request: SearchRequest) -> SearchResults:
 
 
 def _best_chunks(
-    searcher: Searcher, parsed: query.Query, restriction: query.Query, wanted: int
+    searcher: Searcher, parsed: query.Query, restriction: set[int], wanted: int
 ) -> tuple[float, list[Hit], bool]:
     """The best chunk of each of the ``wanted`` best documents, the top score, and whether
     every matching chunk was seen.
@@ -68,9 +74,10 @@ def _best_chunks(
         fetch *= 4
 
 
-def _count_documents(searcher: Searcher, parsed: query.Query, restriction: query.Query) -> int:
+def _count_documents(searcher: Searcher, parsed: query.Query, restriction: set[int]) -> int:
     """How many documents have a matching chunk (the filters included)."""
-    matching = searcher.docs_for_query(query.And([parsed, restriction]))
+    # Unscored and unsorted: only which chunks match, within the allowed ones.
+    matching = searcher.search(parsed, filter=restriction, limit=None, scored=False).docs()
     try:
         document_ids = searcher.reader().column_reader("document_id")
     except NotImplementedError:  # a reader without columns (an empty index)
@@ -148,22 +155,40 @@ def _parser(
     return parser
 
 
-def _filters(request: SearchRequest) -> query.Query:
-    from indexer.whoosh_index import day_number
+def _allowed_documents(
+    searcher: Searcher, request: SearchRequest, cache: dict[object, set[int]]
+) -> set[int]:
+    """The chunk numbers the filters allow: the tenant's, narrowed by every other filter.
 
-    parts: list[query.Query] = [query.Term("tenant", request.tenant)]
+    Term filters are document sets cached per searcher (a commit brings a new searcher and an
+    empty cache); the date range reads the per-chunk day column of the remaining chunks
+    instead of expanding a numeric range into many terms on every query.
+    """
+    allowed = _term_docs(searcher, cache, "tenant", request.tenant)
     for field, value in (
         ("collection", request.collection),
         ("document_type", request.document_type),
         ("submitter", request.submitter),
     ):
         if value:
-            parts.append(query.Term(field, value))
+            allowed = allowed & _term_docs(searcher, cache, field, value)
     if request.date_from or request.date_to:
-        start = day_number(request.date_from) if request.date_from else None
-        end = day_number(request.date_to) if request.date_to else None
-        parts.append(query.NumericRange("created_day", start, end))
-    return query.And(parts)
+        from indexer.whoosh_index import NO_DAY, day_number
+
+        start = day_number(request.date_from) if request.date_from else NO_DAY + 1
+        end = day_number(request.date_to) if request.date_to else 2**31 - 1
+        days = searcher.reader().column_reader("created_day")
+        allowed = {docnum for docnum in allowed if start <= days[docnum] <= end}
+    return allowed
+
+
+def _term_docs(
+    searcher: Searcher, cache: dict[object, set[int]], field: str, value: str
+) -> set[int]:
+    key = (field, value)
+    if key not in cache:
+        cache[key] = set(searcher.docs_for_query(query.Term(field, value)))
+    return cache[key]
 
 
 class _Marks(highlight.Formatter):

@@ -38,6 +38,7 @@ from indexer.search import run_search
 log = logging.getLogger(__name__)
 
 _EPOCH = date(1970, 1, 1)
+NO_DAY = -(2**31) + 1  # the day of chunks whose document has no creation date
 _READY = "READY"
 
 
@@ -74,6 +75,7 @@ class DocumentIndex:
         self._lock = threading.Lock()
         self._index = self._open_or_create()
         self._searcher: Searcher | None = None
+        self._filter_cache: dict[object, set[int]] = {}
         self._identity = self._folder_identity()
 
     # --- opening ---------------------------------------------------------------------------
@@ -155,6 +157,7 @@ class DocumentIndex:
                 self._searcher = None
             if self._searcher is None:
                 self._searcher = self._index.searcher(weighting=weighting())
+                self._filter_cache = {}
             elif self._index.latest_generation() != self._searcher.reader().generation():
                 # A commit landed. The Index object keeps the table of contents it read, so it
                 # is refreshed first. Segment readers are not reused: a reused reader keeps
@@ -162,6 +165,7 @@ class DocumentIndex:
                 self._searcher.close()
                 self._index = self._index.refresh()
                 self._searcher = self._index.searcher(weighting=weighting())
+                self._filter_cache = {}
             # Searches of one process run one at a time (they are CPU-bound under the GIL
             # anyway), so a refresh never closes a searcher another thread is using.
             yield self._searcher
@@ -169,7 +173,7 @@ class DocumentIndex:
     def search(self, request: SearchRequest) -> SearchResults:
         """Documents of ``request.tenant`` matching the query, best first."""
         with self.searcher() as searcher:
-            return run_search(searcher, request)
+            return run_search(searcher, request, self._filter_cache)
 
     def chunk_count(self, document_id: str) -> int:
         with self.searcher() as searcher:
@@ -233,8 +237,10 @@ def _chunk_fields(document: IndexedDocument) -> Iterator[dict[str, object]]:
     ):
         if value:
             shared[field] = value
+    # Every chunk has a day, so the column never falls back to a default that a date filter
+    # could mistake for a real day; NO_DAY is outside every range.
+    shared["created_day"] = day_number(created) if created is not None else NO_DAY
     if created is not None:
-        shared["created_day"] = day_number(created)
         shared["created"] = created.isoformat()
     for number, chunk in enumerate(document.chunks):
         yield {

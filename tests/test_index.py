@@ -221,3 +221,14 @@ def test_quoted_phrases_rank_first_in_keyword_mode(tmp_path: Path) -> None:
     assert ids(index, '"error code"') == ["phrase", "loose"]  # both hold the words
     assert ids(index, '"error code"', mode="exact") == ["phrase"]
     assert ids(index, '"固态硬盘"', mode="exact") == []
+
+
+def test_a_tenant_or_filter_with_no_documents_finds_nothing(index: DocumentIndex) -> None:
+    # An empty set of allowed chunks must never read as "no filter".
+    for request in (
+        SearchRequest(tenant="nobody", query="KWDB-4001"),
+        SearchRequest(tenant="acme", query="KWDB-4001", document_type="unknown"),
+        SearchRequest(tenant="acme", query="KWDB-4001", date_from=date(2030, 1, 1)),
+    ):
+        results = index.search(request)
+        assert results.hits == [] and results.total == 0
