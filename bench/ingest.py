@@ -62,16 +62,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
+from report import DASH, markdown_table, ms, percentile
 
 from indexer import DocumentIndex, IndexedDocument
 from ldims.blobs import BlobStore
 from ldims.errors import PermanentError
 from workers.chunking import chunk_pages
-from workers.extraction import detect_format, extract_file
+from workers.extraction import ExtractionLimits, detect_format, extract_file
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.md"
 FINAL = ("completed", "failed")
-DASH = "—"
 MAX_BYTES = 100 * 1024 * 1024
 
 # --- document generation -------------------------------------------------------------------
@@ -157,21 +157,6 @@ def make_documents(count: int, seed: int = 42) -> list[Doc]:
 
 
 # --- statistics and formatting ---------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], pct: float) -> float | None:
-    """Linear-interpolated percentile (``pct`` in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def ms(value: float | None) -> str:
-    return DASH if value is None else f"{value * 1000:.1f}"
 
 
 def rate(count: int, seconds: float | None) -> str:
@@ -541,7 +526,7 @@ def process_one(doc: Doc, blobs: BlobStore, index: DocumentIndex, number: int) -
     writer.write(doc.data)
     stored = writer.commit()
     mime = detect_format(writer.head, doc.name)
-    result = extract_file(stored.path, mime, MAX_BYTES)
+    result = extract_file(stored.path, mime, ExtractionLimits(max_bytes=MAX_BYTES))
     indexed = IndexedDocument(
         document_id=f"baseline-{number:05d}",
         tenant="default",
@@ -633,12 +618,6 @@ def baseline_row(result: BaselineResult) -> list[str]:
     ]
 
 
-def markdown_table(rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def notes(stack: StackResult, baseline: BaselineResult, docs: list[Doc]) -> list[str]:
     sizes = [len(doc.data) for doc in docs]
     markdown = sum(doc.name.endswith(".md") for doc in docs)
@@ -679,7 +658,7 @@ def report(
     parts = [
         "# Ingest benchmark",
         "",
-        markdown_table(rows),
+        markdown_table(HEADER, rows),
         "",
         *(f"- {line}" for line in notes(stack, baseline, docs)),
         "",

@@ -82,6 +82,7 @@ from pathlib import Path
 
 import bm25s
 import rjieba
+from report import markdown_table, ms, percentile
 
 from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer, warm_up
@@ -91,7 +92,6 @@ from workers.extraction import Page
 ROOT = Path(__file__).resolve().parents[1]
 IR = ROOT.parent / "shared" / "corpus" / "ir"
 RESULTS = Path(__file__).resolve().parent / "results" / "retrieval.md"
-DASH = "—"
 SETS = ("xquad-en", "xquad-ru", "xquad-zh", "cranfield")
 NDCG_TARGET = {"xquad-zh": 0.95, "xquad-ru": 0.94, "xquad-en": 0.95, "cranfield": 0.33}
 BUILD_TARGET = 300.0  # chunks/s
@@ -104,27 +104,6 @@ ANALYZER = keyword_analyzer()
 log = logging.getLogger("bench.retrieval")
 
 # --- statistics and formatting -----------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], pct: float) -> float | None:
-    """Linear-interpolated percentile (``pct`` in 0..100); None for no values."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    rank = (len(ordered) - 1) * pct / 100
-    low = int(rank)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
-
-
-def ms(value: float | None) -> str:
-    return DASH if value is None else f"{value * 1000:.1f}"
-
-
-def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def machine_line() -> str:
