@@ -14,9 +14,10 @@ from indexer.model import (
     SearchMode,
     SearchRequest,
     SearchResults,
+    day_number,
 )
 from indexer.schema import SCHEMA_VERSION
-from indexer.whoosh_index import Batch, DocumentIndex, day_number, replace_folder
+from indexer.whoosh_index import Batch, DocumentIndex, replace_folder
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Literal
 
 SearchMode = Literal["exact", "keyword"]
+
+_EPOCH = date(1970, 1, 1)
+NO_DAY = -(2**31) + 1  # the day of chunks whose document has no creation date
+
+
+def day_number(value: date | datetime) -> int:
+    """Days since 1970-01-01 (UTC for datetimes): the unit of the date filters."""
+    if isinstance(value, datetime):
+        value = value.astimezone(UTC).date() if value.tzinfo else value.date()
+    return (value - _EPOCH).days
 
 
 class IndexBusy(Exception):

@@ -15,7 +15,14 @@ from datetime import datetime
 from whoosh import highlight, qparser, query
 from whoosh.searching import Hit, Searcher
 
-from indexer.model import QueryUnprocessable, SearchHit, SearchRequest, SearchResults
+from indexer.model import (
+    NO_DAY,
+    QueryUnprocessable,
+    SearchHit,
+    SearchRequest,
+    SearchResults,
+    day_number,
+)
 
 MAX_QUERY_CHARS = 2000
 # Measured: a title boost above 1 lowers nDCG (xquad, cranfield); 0.5-0.7 is best.
@@ -173,8 +180,6 @@ def _allowed_documents(
         if value:
             allowed = allowed & _term_docs(searcher, cache, field, value)
     if request.date_from or request.date_to:
-        from indexer.whoosh_index import NO_DAY, day_number
-
         start = day_number(request.date_from) if request.date_from else NO_DAY + 1
         end = day_number(request.date_to) if request.date_to else 2**31 - 1
         days = searcher.reader().column_reader("created_day")

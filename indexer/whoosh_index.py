@@ -21,7 +21,6 @@ import os
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
-from datetime import UTC, date, datetime
 from pathlib import Path
 
 from whoosh import index as whoosh_index
@@ -30,26 +29,24 @@ from whoosh.query import Term
 from whoosh.searching import Searcher
 from whoosh.writing import IndexWriter
 
-from indexer.model import IndexBusy, IndexedDocument, SearchRequest, SearchResults
+from indexer.model import (
+    NO_DAY,
+    IndexBusy,
+    IndexedDocument,
+    SearchRequest,
+    SearchResults,
+    day_number,
+)
 from indexer.schema import SCHEMA_VERSION, build_schema
 from indexer.scoring import weighting
 from indexer.search import run_search
 
 log = logging.getLogger(__name__)
 
-_EPOCH = date(1970, 1, 1)
-NO_DAY = -(2**31) + 1  # the day of chunks whose document has no creation date
 _READY = "READY"
 # Whoosh's posting pool spills to disk (pickled, reloaded, merged) above this; at its default of
 # 128 a 500-document batch spilled and building ran at 200 chunks/s, at 256 at 337 (measured).
 _WRITER_POOL_MIB = 256
-
-
-def day_number(value: date | datetime) -> int:
-    """Days since 1970-01-01 (UTC for datetimes): the unit of the date filters."""
-    if isinstance(value, datetime):
-        value = value.astimezone(UTC).date() if value.tzinfo else value.date()
-    return (value - _EPOCH).days
 
 
 class Batch:
