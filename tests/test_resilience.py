@@ -3,14 +3,22 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
 
 import httpx
 import redis
+from fastapi.testclient import TestClient
 
+from api.app import create_app
 from indexer import DocumentIndex
+from ldims.catalog import Catalog, repository, utcnow
+from ldims.settings import Settings
 from tests.conftest import RedisServer, Stack, wait_until
+from workers import pipeline
 
 
 def test_kill_9_of_the_extract_worker_loses_nothing(
@@ -24,7 +32,7 @@ def test_kill_9_of_the_extract_worker_loses_nothing(
         stuck_after_seconds=6,
         reconcile_interval_seconds=2,
     )
-    big = ("Война и мир. " * 20 + "\n") * 40_000  # ~10 MB of text: extraction takes a while
+    big = ("Война и мир. " * 20 + "\n") * 10_000  # ~2.5 MB of text: extraction takes a while
     ids = [
         stack.upload(f"novel-{n}.txt", f"{n}\n{big}".encode()).json()["documentId"]
         for n in range(4)
@@ -42,7 +50,7 @@ def test_kill_9_of_the_extract_worker_loses_nothing(
 
     stack.extract_worker.start()
     records = [stack.wait_final(i, timeout=120) for i in ids]
-    assert [r["status"] for r in records] == ["completed"] * 4
+    assert [r["status"] for r in records] == ["completed"] * 4, [r["error"] for r in records]
     index = DocumentIndex(stack.settings.index_dir)
     for record in records:
         # Exactly once: one version in the index, and the same number of chunks as a clean run.
@@ -110,3 +118,52 @@ def test_200_concurrent_uploads_all_end_final_and_duplicates_add_nothing(stack: 
     assert listing["total"] == 190
     assert {item["documentId"] for item in listing["items"]} == ids
     assert len(DocumentIndex(stack.settings.index_dir).document_ids()) == 190
+
+
+def _attempts(settings: Settings, document_ids: list[str]) -> list[int]:
+    catalog = Catalog(settings.catalog_url)
+    with catalog.session() as session:
+        return [repository.get_document(session, i).attempts for i in document_ids]
+
+
+def test_a_backlog_is_waiting_not_stuck(
+    stack_factory: Callable[..., Stack], redis_server: RedisServer
+) -> None:
+    # Documents wait in the queues far longer than the stuck deadline: the reconciler must
+    # leave them alone (their queue is busy), so none burns an attempt or ends WORKER_LOST.
+    stack = stack_factory(
+        redis_server.url, stuck_after_seconds=1, reconcile_interval_seconds=1, max_attempts=2
+    )
+    bodies = [f"backlog {n} ".encode() + b"lorem ipsum dolor sit amet " * 3000 for n in range(30)]
+    ids = [stack.upload(f"b{n}.txt", body).json()["documentId"] for n, body in enumerate(bodies)]
+    records = [stack.wait_final(i, timeout=180) for i in ids]
+    assert [r["status"] for r in records] == ["completed"] * 30, [r["error"] for r in records]
+    assert _attempts(stack.settings, ids) == [1] * 30
+
+
+def test_a_duplicate_delivery_of_a_held_document_is_dropped(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data", redis_url=shared_redis.url, stuck_after_seconds=3
+    )
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        response = client.post("/api/documents", files={"file": ("a.txt", b"held by a worker")})
+    doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
+    rt = pipeline.Runtime(settings)
+    with rt.catalog.session() as session:
+        repository.start_processing(session, doc_id, sha)  # a live worker took it just now
+    with rt.sandbox:
+        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is False
+        assert _attempts(settings, [doc_id]) == [1]
+        # The holder keeps it fresh with heartbeats for as long as it works...
+        with pipeline.heartbeat(rt, doc_id, sha):
+            time.sleep(3 * pipeline.heartbeat_seconds(settings))
+            assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is False
+        # ...and once it stops beating (killed), the next delivery takes the document over.
+        with rt.catalog.session() as session:
+            repository.get_document(session, doc_id).status_changed_at = utcnow() - timedelta(
+                seconds=2 * pipeline.heartbeat_seconds(settings)
+            )
+        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is True
+    assert _attempts(settings, [doc_id]) == [2]

@@ -7,9 +7,13 @@ twice, or one overtaken by a newer version or a delete, finds nothing to do.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 
 from indexer import DocumentIndex, IndexBusy, IndexedDocument
 from ldims.blobs import BlobStore
@@ -84,12 +88,58 @@ def _current(document: Document | None, sha256: str | None) -> bool:
     )
 
 
+def heartbeat_seconds(settings: Settings) -> float:
+    """How often a worker holding a document records that it is still alive."""
+    return max(1.0, settings.stuck_after_seconds / 3)
+
+
+def _held_by_a_live_worker(rt: Runtime, document: Document) -> bool:
+    # A live holder touches the document every heartbeat; a dead one stops. Half a beat of
+    # slack covers a slow commit without mistaking a worker killed long ago for a live one.
+    if document.status != DocumentStatus.PROCESSING.value:
+        return False
+    age = utcnow() - document.status_changed_at
+    return age < timedelta(seconds=1.5 * heartbeat_seconds(rt.settings))
+
+
+@contextlib.contextmanager
+def heartbeat(rt: Runtime, document_id: str, sha256: str) -> Iterator[None]:
+    """Touch the document every beat while the block runs, so nobody takes it as stuck."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while not stop.wait(heartbeat_seconds(rt.settings)):
+            try:
+                with rt.catalog.session() as session:
+                    repository.touch(session, document_id, sha256)
+            except Exception:  # a missed beat only risks a harmless duplicate
+                log.warning("heartbeat for %s failed", document_id, exc_info=True)
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{document_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
 def run_extract(rt: Runtime, document_id: str, sha256: str, first_delivery: bool) -> bool:
-    """Extract the version ``sha256``; True when it is ready to be indexed."""
+    """Extract the version ``sha256``; True when it is ready to be indexed.
+
+    ``first_delivery`` is False for Celery's own retries of this task (they continue an
+    attempt already counted). Any other delivery finding the document held by a live
+    worker is a duplicate — the reconciler's re-drive of a document that was only waiting,
+    or a long task redelivered after the visibility timeout — and is dropped, so waiting
+    never counts as an interrupted attempt.
+    """
     with rt.catalog.session() as session:
         document = repository.get_document(session, document_id)
         if document is None or not _current(document, sha256):
             log.info("extract %s: nothing to do (deleted, replaced or final)", document_id)
+            return False
+        if first_delivery and _held_by_a_live_worker(rt, document):
+            log.info("extract %s: duplicate delivery, a live worker holds it", document_id)
             return False
         if first_delivery and document.attempts >= rt.settings.max_attempts:
             repository.fail(
@@ -108,7 +158,8 @@ def run_extract(rt: Runtime, document_id: str, sha256: str, first_delivery: bool
         path = rt.blobs.path(sha256)
         if not path.is_file():
             raise PermanentError("STORAGE_ERROR", "The stored original is missing.")
-        result = rt.sandbox.run(path, mime, rt.limits)
+        with heartbeat(rt, document_id, sha256):
+            result = rt.sandbox.run(path, mime, rt.limits)
         rt.extracts.save(sha256, result)
     with rt.catalog.session() as session:
         return repository.touch(session, document_id, sha256)

@@ -4,16 +4,20 @@ A document can stall when a worker dies and its message waits out the visibility
 timeout, when Redis lost a queued message (the embedded one is persisted, a production
 one may not be) or when the API recorded an upload but could not publish its task.
 Documents queued or processing without progress for ``stuck_after_seconds`` are sent
-again to the stage they need; after ``max_attempts`` they end ``failed``.
+again to the stage they need; after ``max_attempts`` they end ``failed``. A document
+whose stage queue still holds messages is waiting in line, not stuck: it is left alone
+until that queue drains (a worker holding a document keeps it fresh with heartbeats).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Set
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from ldims.catalog import repository, utcnow
+from ldims.catalog import DocumentStatus, repository, utcnow
+from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE
 from workers.pipeline import Runtime
 
 log = logging.getLogger(__name__)
@@ -30,12 +34,20 @@ class ReconcileReport:
     orphans_removed: int = 0
 
 
-def find_stuck(rt: Runtime) -> ReconcileReport:
-    """Decide what to do with stalled documents and record it in the catalog."""
+def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileReport:
+    """Decide what to do with stalled documents and record it in the catalog.
+
+    ``busy_queues`` names the queues that still hold messages: their documents wait.
+    """
     report = ReconcileReport()
     cutoff = utcnow() - timedelta(seconds=rt.settings.stuck_after_seconds)
     with rt.catalog.session() as session:
         for document in repository.stuck_documents(session, cutoff):
+            extracted = document.sha256 is not None and rt.extracts.exists(
+                document.sha256, document.format or ""
+            )
+            if (INDEX_QUEUE if extracted else EXTRACT_QUEUE) in busy_queues:
+                continue
             if document.attempts >= rt.settings.max_attempts:
                 repository.fail(
                     session,
@@ -49,12 +61,14 @@ def find_stuck(rt: Runtime) -> ReconcileReport:
             if document.sha256 is None:
                 if document.source_url:
                     report.fetch.append((document.id, document.source_url))
-            elif rt.extracts.exists(document.sha256, document.format or ""):
+            elif extracted:
                 # The index stage does not count attempts itself: count its re-drives here.
                 document.attempts += 1
                 report.index.append((document.id, document.sha256))
             else:
                 report.extract.append((document.id, document.sha256))
+                # Back in line: the re-sent task must not take it for one a live worker holds.
+                document.status = DocumentStatus.QUEUED.value
             document.status_changed_at = utcnow()
     redriven = len(report.fetch) + len(report.extract) + len(report.index)
     if redriven or report.failed:

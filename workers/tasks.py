@@ -12,12 +12,12 @@ from typing import Any
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
-from kombu.exceptions import OperationalError
+from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.errors import ProcessingError, TransientError
 from ldims.settings import get_settings
 from workers import pipeline, reconcile
-from workers.celery_app import app
+from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
 
 log = logging.getLogger(__name__)
 _settings = get_settings()
@@ -99,10 +99,26 @@ def optimize_index() -> None:
     pipeline.optimize_index(pipeline.runtime())
 
 
+def _busy_queues() -> frozenset[str]:
+    """The pipeline queues that still hold messages waiting for a worker."""
+    busy = set()
+    with app.connection_for_read() as connection:
+        for name in (EXTRACT_QUEUE, INDEX_QUEUE):
+            try:
+                waiting = connection.default_channel.queue_declare(
+                    queue=name, passive=True
+                ).message_count
+            except ChannelError:  # Redis drops an empty list: the queue is simply empty
+                waiting = 0
+            if waiting:
+                busy.add(name)
+    return frozenset(busy)
+
+
 @app.task(name="ldims.reconcile")
 def run_reconcile() -> dict[str, int]:
     rt = pipeline.runtime()
-    report = reconcile.find_stuck(rt)
+    report = reconcile.find_stuck(rt, _busy_queues())
     for document_id, url in report.fetch:
         _send(fetch, document_id, url)
     for document_id, sha256 in report.extract:
