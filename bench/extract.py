@@ -49,8 +49,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import re
 import resource
 import statistics
@@ -59,9 +57,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from report import DASH, machine_line
 
 # LDIMS, pdfplumber and pypdfium2 are imported inside the functions that use them: the
 # pdfplumber baseline child runs this same file, and its peak RSS must be pdfplumber's alone.
@@ -74,7 +73,6 @@ RESULTS = Path(__file__).resolve().parent / "results" / "extract.md"
 WARM_UP_FILE = "docling__wiki.md"
 HEAD_BYTES = 8192  # what BlobStore keeps for type detection at upload
 TARGET = 20.0
-DASH = "—"
 MB = 1_000_000
 MIB = 1024 * 1024
 PDF = "application/pdf"
@@ -587,15 +585,6 @@ def growing_formats(ok: list[Outcome]) -> list[str]:
         for mime in first
         if final[mime] > first[mime] * 1.1
     ]
-
-
-def machine_line() -> str:
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        f"Machine: os.cpu_count()={os.cpu_count()}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()} {platform.machine()}, load average "
-        f"{os.getloadavg()[0]:.2f} at the end (other processes share the CPUs), {now}."
-    )
 
 
 def command_line(args: argparse.Namespace) -> str:

@@ -43,11 +43,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import platform
 import random
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -58,11 +56,11 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
-from report import DASH, markdown_table, ms, percentile
+from report import DASH, machine_line, markdown_table, ms, percentile
+from servers import Server, free_port, launch
 
 from indexer import DocumentIndex, IndexedDocument
 from ldims.blobs import BlobStore
@@ -166,12 +164,6 @@ def rate(count: int, seconds: float | None) -> str:
 # --- the real stack ----------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def ldims_executable() -> Path:
     path = Path(sys.executable).parent / "ldims"
     if not path.is_file():
@@ -179,53 +171,18 @@ def ldims_executable() -> Path:
     return path
 
 
-def server_env(data_dir: Path) -> dict[str, str]:
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LDIMS_")}
-    env.pop("LOG_LEVEL", None)
-    env.update(LDIMS_DATA_DIR=str(data_dir), LOG_LEVEL="WARNING")
-    return env
-
-
-@dataclass
-class Server:
-    process: subprocess.Popen[bytes]
-    base_url: str
-    log_path: Path
-
-    def log_tail(self, lines: int = 40) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return "(no log)"
-
-
 def start_server(data_dir: Path, extract_workers: int) -> Server:
     port = free_port()
-    log_path = data_dir / "serve.log"
-    command = [
-        str(ldims_executable()),
-        "serve",
-        "--port",
-        str(port),
-        "--extract-workers",
-        str(extract_workers),
-    ]
-    with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            env=server_env(data_dir),
-            cwd=data_dir,  # no stray .env of the caller's folder
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # its own process group: workers and Redis go with it
-        )
-    return Server(process, f"http://127.0.0.1:{port}", log_path)
+    command = [str(ldims_executable()), "serve", "--port", str(port)]
+    command += ["--extract-workers", str(extract_workers)]
+    return launch(command, data_dir, f"http://127.0.0.1:{port}")
 
 
 def wait_healthy(server: Server, timeout: float = 60.0) -> float:
     """Seconds until ``GET /health`` answered 200; raise if it never does."""
     started = time.perf_counter()
     last = "no answer"
-    with httpx.Client(base_url=server.base_url, timeout=5) as client:
+    with httpx.Client(base_url=server.url, timeout=5) as client:
         while time.perf_counter() - started < timeout:
             if server.process.poll() is not None:
                 raise RuntimeError(
@@ -245,7 +202,7 @@ def wait_healthy(server: Server, timeout: float = 60.0) -> float:
 def warm_up(server: Server, timeout: float = 60.0) -> float:
     """Seconds until one extra small document is completed (the workers are then up)."""
     started = time.perf_counter()
-    with httpx.Client(base_url=server.base_url, timeout=30) as client:
+    with httpx.Client(base_url=server.url, timeout=30) as client:
         files = {"file": ("warm-up.txt", b"LDIMS benchmark warm-up document.\n", "text/plain")}
         response = client.post("/api/documents", files=files)
         response.raise_for_status()
@@ -469,7 +426,7 @@ def measure_stack(args: argparse.Namespace, docs: list[Doc], server: Server) -> 
     poller = threading.Thread(
         target=poll_until,
         args=(
-            server.base_url,
+            server.url,
             state,
             clock,
             lambda: _all_final(uploads_done, uploads, state),
@@ -480,7 +437,7 @@ def measure_stack(args: argparse.Namespace, docs: list[Doc], server: Server) -> 
     )
     poller.start()
     try:
-        uploads.extend(upload_all(server.base_url, docs, args.concurrency, clock))
+        uploads.extend(upload_all(server.url, docs, args.concurrency, clock))
     finally:
         uploads_done.set()
         poller.join()
@@ -501,7 +458,7 @@ def summarize_stack(
     ]
     result = StackResult(len(docs), uploads, state, upload_wall, end_to_end, timed_out)
     if failed_ids:
-        result.failure_codes = failure_codes(server.base_url, failed_ids)  # type: ignore[arg-type]
+        result.failure_codes = failure_codes(server.url, failed_ids)  # type: ignore[arg-type]
     if timed_out:
         print(f"{timed_out} documents not final before the timeout; server log tail:")
         print(server.log_tail())
@@ -641,14 +598,6 @@ def notes(stack: StackResult, baseline: BaselineResult, docs: list[Doc]) -> list
         f"failure codes {dict(baseline.failure_codes) or 0}.",
     ]
     return lines
-
-
-def machine_line() -> str:
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        f"Machine: os.cpu_count()={os.cpu_count()}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()} {platform.machine()}, {now}."
-    )
 
 
 def report(

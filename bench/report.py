@@ -1,8 +1,14 @@
-"""What every benchmark prints with: percentiles, milliseconds, Markdown tables."""
+"""What every benchmark prints with: percentiles, milliseconds, Markdown tables, and a line
+on the machine, including how much CPU the hypervisor took away during the run."""
 
 from __future__ import annotations
 
+import os
+import platform
+import time
 from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 
 DASH = "—"
 
@@ -27,3 +33,52 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _cpu_times() -> tuple[int, int] | None:
+    """(steal, total) jiffies of all CPUs since boot; None where /proc/stat is missing."""
+    try:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+    except OSError:
+        return None
+    values = [int(value) for value in fields]
+    steal = values[7] if len(values) > 7 else 0
+    # guest times are already counted in user/nice
+    return steal, sum(values[:8])
+
+
+_AT_START = _cpu_times()
+
+
+def cpu_reference_ms() -> float:
+    """Best of five timings of a fixed pure-Python loop.
+
+    Compare it between two reports before comparing their timings: the virtual machines
+    this runs on differ from day to day, and pure-Python work scales with it.
+    """
+    best = float("inf")
+    for _ in range(5):
+        started = time.perf_counter()
+        sum(range(1_000_000))
+        best = min(best, time.perf_counter() - started)
+    return best * 1000
+
+
+def machine_line() -> str:
+    """The machine, and the CPU share stolen by the hypervisor since the benchmark started.
+
+    This machine is a virtual one whose host is sometimes busy: with half the CPU stolen,
+    every timing doubles, so each report says how much was taken while it ran.
+    """
+    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    steal = ""
+    end = _cpu_times()
+    if _AT_START is not None and end is not None and end[1] > _AT_START[1]:
+        share = (end[0] - _AT_START[0]) / (end[1] - _AT_START[1])
+        steal = f", CPU stolen by the hypervisor during the run {share:.0%}"
+    return (
+        f"Machine: os.cpu_count()={os.cpu_count()}, Python {platform.python_version()}, "
+        f"{platform.system()} {platform.release()} {platform.machine()}, load average "
+        f"{os.getloadavg()[0]:.2f} at the end{steal}, CPU reference "
+        f"`sum(range(10**6))` {cpu_reference_ms():.1f} ms, {now}."
+    )

@@ -66,8 +66,6 @@ import cProfile
 import json
 import logging
 import math
-import os
-import platform
 import pstats
 import random
 import re
@@ -82,7 +80,7 @@ from pathlib import Path
 
 import bm25s
 import rjieba
-from report import markdown_table, ms, percentile
+from report import machine_line, markdown_table, ms, percentile
 
 from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer, warm_up
@@ -104,14 +102,6 @@ ANALYZER = keyword_analyzer()
 log = logging.getLogger("bench.retrieval")
 
 # --- statistics and formatting -----------------------------------------------------------------
-
-
-def machine_line() -> str:
-    now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (
-        f"Machine: os.cpu_count()={os.cpu_count()}, Python {platform.python_version()}, "
-        f"{platform.system()} {platform.release()} {platform.machine()}, {now}."
-    )
 
 
 def folder_mb(path: Path) -> float:
@@ -532,8 +522,11 @@ class QueryRun:
     unprocessable: int = 0
 
 
+FILTERED = "tenant + type + dates"
+
+
 def filter_kind(request: SearchRequest) -> str:
-    return "tenant + type + dates" if request.document_type else "tenant only"
+    return FILTERED if request.document_type else "tenant only"
 
 
 def segment_count(index: DocumentIndex) -> int:
@@ -692,15 +685,15 @@ def query_rows(run: QueryRun) -> list[list[str]]:
     return rows
 
 
-def all_latencies(run: QueryRun) -> list[float]:
-    return [v for values in run.latencies.values() for v in values]
-
-
 def scale_verdicts(outcome: ScaleOutcome) -> list[tuple[bool, str]]:
     scaled = "" if outcome.docs >= FULL_SCALE else f" (scaled down to {outcome.docs} documents)"
     rate = outcome.chunks / outcome.build_seconds
     build_ok = rate >= BUILD_TARGET
-    built, optimized = (percentile(all_latencies(run), 95) or 0.0 for run in outcome.runs)
+    # The acceptance's query class: tenant + type + date filters (the "tenant only" rows are
+    # reported beside it, not judged).
+    built, optimized = (
+        percentile(run.latencies.get(FILTERED, []), 95) or 0.0 for run in outcome.runs
+    )
     if built <= P95_TARGET:
         query_ok, where = True, f"as built {built * 1000:.1f} ms"
     else:
@@ -717,7 +710,8 @@ def scale_verdicts(outcome: ScaleOutcome) -> list[tuple[bool, str]]:
         ),
         (
             query_ok,
-            f"{'PASS' if query_ok else 'FAIL'} query p95 ≤ {P95_TARGET * 1000:.0f} ms: "
+            f"{'PASS' if query_ok else 'FAIL'} {FILTERED} query p95 ≤ "
+            f"{P95_TARGET * 1000:.0f} ms: "
             f"{where}{scaled}",
         ),
     ]

@@ -17,9 +17,11 @@ from indexer.model import (
     day_number,
 )
 from indexer.schema import SCHEMA_VERSION
+from indexer.search import MAX_QUERY_CHARS
 from indexer.whoosh_index import Batch, DocumentIndex, replace_folder
 
 __all__ = [
+    "MAX_QUERY_CHARS",
     "SCHEMA_VERSION",
     "Batch",
     "Chunk",

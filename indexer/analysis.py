@@ -42,6 +42,7 @@ __all__ = [
     "MultilingualTokenizer",
     "StemStopFilter",
     "exact_analyzer",
+    "indexed_form",
     "keyword_analyzer",
     "warm_up",
 ]
@@ -92,6 +93,11 @@ def _indexed_form(text: str, kind: str) -> str | None:
         return None
     stemmer = _STEMMERS.get(kind)
     return stemmer.stemWord(text) if stemmer is not None else text
+
+
+def indexed_form(text: str, kind: str) -> str | None:
+    """How the keyword field indexes a token: its stem, or None for a stop word."""
+    return _indexed_form(text, kind)
 
 
 _jieba: rjieba.Jieba | None = None
@@ -204,6 +210,10 @@ class MultilingualTokenizer(Tokenizer):
                 t.startchar = start_char + start
                 t.endchar = start_char + end
             yield t
+
+    def spans(self, text: str) -> list[_Span]:
+        """(text, kind, position, start, end) of each token of a document ``text``."""
+        return self._spans(text, 0, False)
 
     def _spans(self, value: str, pos: int, in_query: bool) -> list[_Span]:
         # One list per value: cheaper than nested generators, and chunks are small.

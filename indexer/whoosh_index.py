@@ -5,8 +5,8 @@ Every write goes through :meth:`DocumentIndex._writer`: it takes Whoosh's lock w
 and backoff (the ``index`` queue runs one writer, but ``ldims reindex`` or a second worker
 started by mistake must wait, not corrupt), commits only when the block succeeds and cancels
 otherwise. Replacing a document deletes its chunks and adds the new ones in one commit, so
-readers see the old version or the new one, never a mix. Commits do not merge segments;
-:meth:`DocumentIndex.optimize` does, on a schedule.
+readers see the old version or the new one, never a mix. A commit folds only tiny segments
+together; :meth:`DocumentIndex.optimize` merges everything, on a schedule.
 
 The index of schema version N lives in ``<root>/v<N>``; a ``READY`` file there says it holds
 every completed document (``ldims reindex`` writes it after a rebuild).
@@ -22,10 +22,12 @@ import shutil
 import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from whoosh import index as whoosh_index
 from whoosh.index import LockError
 from whoosh.query import Term
+from whoosh.reading import SegmentReader
 from whoosh.searching import Searcher
 from whoosh.writing import IndexWriter
 
@@ -39,7 +41,7 @@ from indexer.model import (
 )
 from indexer.schema import SCHEMA_VERSION, build_schema
 from indexer.scoring import weighting
-from indexer.search import run_search
+from indexer.search import SearcherCache, run_search
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,8 @@ _READY = "READY"
 # Whoosh's posting pool spills to disk (pickled, reloaded, merged) above this; at its default of
 # 128 a 500-document batch spilled and building ran at 200 chunks/s, at 256 at 337 (measured).
 _WRITER_POOL_MIB = 256
+_TINY_SEGMENT_CHUNKS = 2000
+_TINY_SEGMENTS_BEFORE_FOLD = 4
 
 
 class Batch:
@@ -75,7 +79,7 @@ class DocumentIndex:
         self._lock = threading.Lock()
         self._index = self._open_or_create()
         self._searcher: Searcher | None = None
-        self._filter_cache: dict[object, set[int]] = {}
+        self._cache = SearcherCache()
         self._identity = self._folder_identity()
 
     # --- opening ---------------------------------------------------------------------------
@@ -114,8 +118,7 @@ class DocumentIndex:
         except BaseException:
             writer.cancel()
             raise
-        # Merging on every commit would make each small write rewrite segments.
-        writer.commit(merge=False)
+        writer.commit(mergetype=fold_tiny_segments)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch]:
@@ -161,7 +164,7 @@ class DocumentIndex:
                 self._searcher = None
             if self._searcher is None:
                 self._searcher = self._index.searcher(weighting=weighting())
-                self._filter_cache = {}
+                self._cache = SearcherCache()
             elif self._index.latest_generation() != self._searcher.reader().generation():
                 # A commit landed. The Index object keeps the table of contents it read, so it
                 # is refreshed first. Segment readers are not reused: a reused reader keeps
@@ -169,7 +172,7 @@ class DocumentIndex:
                 self._searcher.close()
                 self._index = self._index.refresh()
                 self._searcher = self._index.searcher(weighting=weighting())
-                self._filter_cache = {}
+                self._cache = SearcherCache()
             # Searches of one process run one at a time (they are CPU-bound under the GIL
             # anyway), so a refresh never closes a searcher another thread is using.
             yield self._searcher
@@ -177,7 +180,7 @@ class DocumentIndex:
     def search(self, request: SearchRequest) -> SearchResults:
         """Documents of ``request.tenant`` matching the query, best first."""
         with self.searcher() as searcher:
-            return run_search(searcher, request, self._filter_cache)
+            return run_search(searcher, request, self._cache)
 
     def chunk_count(self, document_id: str) -> int:
         with self.searcher() as searcher:
@@ -209,6 +212,26 @@ class DocumentIndex:
             if self._searcher is not None:
                 self._searcher.close()
                 self._searcher = None
+
+
+def fold_tiny_segments(writer: IndexWriter, segments: list[Any]) -> list[Any]:
+    """Merge policy of commits: fold the tiny segments into the one being written.
+
+    The index queue commits one document at a time; without merging, every commit adds a
+    segment and every search builds matchers in each of them. Whoosh's own small-segment
+    policy also merges large segments now and then (a 20k-document bulk build stalled on
+    rewriting 1.7 GB mid-way); here only segments under ``_TINY_SEGMENT_CHUNKS`` chunks are
+    folded, once there are ``_TINY_SEGMENTS_BEFORE_FOLD`` of them. Everything else waits for
+    the scheduled :meth:`DocumentIndex.optimize`.
+    """
+    tiny = [segment for segment in segments if segment.doc_count_all() < _TINY_SEGMENT_CHUNKS]
+    if len(tiny) < _TINY_SEGMENTS_BEFORE_FOLD:
+        return segments
+    for segment in tiny:
+        reader = SegmentReader(writer.storage, writer.schema, segment)
+        writer.add_reader(reader)
+        reader.close()
+    return [segment for segment in segments if segment not in tiny]
 
 
 def replace_folder(root: Path, built: Path) -> None:

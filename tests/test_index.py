@@ -168,6 +168,23 @@ def test_update_replaces_and_delete_removes_every_chunk(tmp_path: Path) -> None:
     assert index.document_ids() == set()
 
 
+def test_single_document_commits_do_not_pile_up_segments(tmp_path: Path) -> None:
+    """Each index-queue task commits one document; tiny segments are folded together, so
+    searches do not slow down with every commit until the scheduled optimize."""
+    index = DocumentIndex(tmp_path / "index")
+    for number in range(60):
+        index.replace_document(document(f"doc{number}", f"storage report {number}\fpage two"))
+    index.delete_documents(["doc3"])
+    with index.searcher() as searcher:
+        assert len(searcher.leaf_searchers()) <= 8
+        assert searcher.doc_count() == 59 * 2
+    found = index.search(SearchRequest(tenant="acme", query="storage", limit=100))
+    assert found.total == 59 and "doc3" not in {hit.document_id for hit in found.hits}
+    index.optimize()
+    with index.searcher() as searcher:
+        assert len(searcher.leaf_searchers()) == 1
+
+
 WRITER = textwrap.dedent(
     """
     import sys

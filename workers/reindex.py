@@ -61,6 +61,8 @@ def rebuild(
         last_id = documents[-1].id
         if progress:
             progress(len(documents))
+    # One segment before readers see it: a fresh rebuild is the cheapest time to merge.
+    building.optimize()
     building.mark_ready()
     building.close()
     replace_folder(settings.index_dir, building.path)
