@@ -18,6 +18,7 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 
 test: lint
+	bash tests/mcp_clients/install.sh
 	$(BIN)/pytest
 
 bench: $(VENV)/.installed

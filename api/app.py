@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from api.deps import Services
 from api.errors import install_error_handlers
 from api.ingestion import IngestionService
+from api.mcp import build_mcp_server, mcp_http_app
 from api.routes import documents, health, search, webhooks
 from ldims import __version__
 from ldims.catalog import Catalog
@@ -33,11 +34,15 @@ def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAP
     settings = settings or get_settings()
     services = build_services(settings)
 
+    mcp_server = build_mcp_server(services)
+    mcp_app = mcp_http_app(mcp_server)
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if migrate:
             services.catalog.upgrade()
-        yield
+        async with mcp_server.session_manager.run():
+            yield
         services.dispatcher.close()
         services.catalog.dispose()
 
@@ -48,4 +53,8 @@ def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAP
     app.include_router(webhooks.router)
     app.include_router(search.router)
     app.include_router(health.router)
+    app.state.mcp = mcp_server
+    # The MCP app is one route (/mcp) without middleware: taking the route rather than
+    # mounting the app at "/" keeps FastAPI's own 404 (in the seed's shape) for other paths.
+    app.router.routes.extend(mcp_app.routes)
     return app

@@ -6,6 +6,7 @@ import functools
 import hashlib
 import hmac
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated
 
@@ -42,10 +43,19 @@ def get_services(request: Request) -> Services:
 
 
 def get_tenant(request: Request, services: Annotated[Services, Depends(get_services)]) -> str:
-    """The caller's tenant: from its API key when keys are configured, else from a header."""
-    keys = services.settings.api_keys
+    """The caller's tenant (see :func:`tenant_from_headers`)."""
+    return tenant_from_headers(request.headers, services.settings)
+
+
+def tenant_from_headers(headers: Mapping[str, str], settings: Settings) -> str:
+    """The caller's tenant: from its API key when keys are configured, else from a header.
+
+    ``headers`` must look names up case-insensitively (Starlette's ``Headers`` does), or
+    hold them in lower case.
+    """
+    keys = settings.api_keys
     if keys:
-        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthorized("Send 'Authorization: Bearer <API key>'.")
         digest = hashlib.sha256(token.encode()).hexdigest()
@@ -53,7 +63,7 @@ def get_tenant(request: Request, services: Annotated[Services, Depends(get_servi
             if hmac.compare_digest(known, digest):
                 return tenant
         raise Unauthorized("Unknown API key.")
-    tenant = request.headers.get(TENANT_HEADER, services.settings.default_tenant)
+    tenant = headers.get(TENANT_HEADER.lower(), settings.default_tenant)
     if not _TENANT.match(tenant):
         raise InvalidInput("Bad tenant name.", field=TENANT_HEADER)
     return tenant

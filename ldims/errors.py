@@ -12,6 +12,9 @@
     ├── QueryUnprocessable  422      QUERY_UNPROCESSABLE   nothing searchable in the query
     ├── PayloadTooLarge     413      TOO_LARGE         upload or fetched body over the limit
     ├── ServiceUnavailable  503      SERVER_ERROR      broker/catalog down: nothing was queued
+    ├── BackendError        500      BACKEND_API_ERROR index/catalog failed under an MCP tool
+    ├── SearchTimeout       504      SEARCH_TIMEOUT    a search over MCP_REQUEST_TIMEOUT_SECONDS
+    ├── RequestTimeout      504      REQUEST_TIMEOUT   another MCP call over that time
     └── ProcessingError              a document cannot be processed (worker side)
         ├── PermanentError           ends the document ``failed`` with its code
         └── TransientError           retried with backoff, then ``failed``
@@ -106,6 +109,26 @@ class ServiceUnavailable(LdimsError):
     code = "SERVER_ERROR"
     http_status = 503
     default_message = "A backend service is unavailable; nothing was queued. Try again later."
+
+
+class BackendError(LdimsError):
+    """The catalog or index failed underneath a tool (the seed's ``BACKEND_API_ERROR``)."""
+
+    code = "BACKEND_API_ERROR"
+    http_status = 500
+    default_message = "The document search service encountered an internal error."
+
+
+class SearchTimeout(LdimsError):
+    code = "SEARCH_TIMEOUT"
+    http_status = 504
+    default_message = "The search operation timed out before results could be retrieved."
+
+
+class RequestTimeout(LdimsError):
+    code = "REQUEST_TIMEOUT"
+    http_status = 504
+    default_message = "The request timed out before it could be completed."
 
 
 class ProcessingError(Exception):

@@ -16,6 +16,8 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
+# MCP toolsets this version serves (LDIMS_TOOLSETS picks among them).
+BUILT_TOOLSETS = ("documents",)
 _PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
 
 
@@ -162,6 +164,31 @@ class Settings(BaseSettings):
         'needs "Authorization: Bearer <key>" and its tenant comes from the key.',
     )
 
+    # --- MCP -----------------------------------------------------------------------------
+    toolsets: list[str] = Field(
+        default=["documents"],
+        description='MCP toolsets to serve (JSON list). Built so far: "documents".',
+    )
+    mcp_allowed_hosts: list[str] = Field(
+        default=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        description='Host headers /mcp accepts (DNS-rebinding guard; "name:*" = any port). '
+        "Others get 421.",
+    )
+    mcp_allowed_origins: list[str] = Field(
+        default=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+        description="Origin headers /mcp accepts (requests without Origin pass). Others get 403.",
+    )
+    mcp_write_tools: bool = Field(
+        default=False,
+        description="Offer the ingestDocument and deleteDocument tools over MCP.",
+    )
+    mcp_max_content_chars: int = Field(
+        default=100_000,
+        ge=1000,
+        description="Most characters one MCP resource read returns; longer documents continue "
+        "through the page-range resource.",
+    )
+
     # --- webhooks and URL fetching -------------------------------------------------------
     webhook_secret: SecretStr | None = Field(
         default=None,
@@ -206,6 +233,14 @@ class Settings(BaseSettings):
         validation_alias=_seed_alias("SEARCH_MAX_RESULTS_HARD_LIMIT"),
         description="Upper bound of maxResults in searchDocuments.",
     )
+
+    @field_validator("toolsets")
+    @classmethod
+    def _known_toolsets(cls, value: list[str]) -> list[str]:
+        unknown = sorted(set(value) - set(BUILT_TOOLSETS))
+        if unknown:
+            raise ValueError(f"unknown toolsets {unknown}; built: {list(BUILT_TOOLSETS)}")
+        return value
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -75,6 +75,29 @@ def count_by_status(session: Session, tenant: str | None = None) -> dict[str, in
     return counts
 
 
+def count_by_collection(
+    session: Session, tenant: str, limit: int = 20
+) -> dict[str, dict[str, int]]:
+    """The tenant's largest collections: collection -> documents per state."""
+    largest = (
+        select(Document.collection)
+        .where(Document.tenant == tenant)
+        .group_by(Document.collection)
+        .order_by(func.count().desc(), Document.collection)
+        .limit(limit)
+    )
+    names = list(session.scalars(largest))
+    counts: dict[str, dict[str, int]] = {name: {} for name in names}
+    query = (
+        select(Document.collection, Document.status, func.count())
+        .where(Document.tenant == tenant, Document.collection.in_(names))
+        .group_by(Document.collection, Document.status)
+    )
+    for collection, status, count in session.execute(query):
+        counts[collection][status] = count
+    return counts
+
+
 def _same_version(sha256: str | None):  # type: ignore[no-untyped-def]
     # A document waiting for its URL to be fetched has no content hash yet.
     return Document.sha256.is_(None) if sha256 is None else Document.sha256 == sha256

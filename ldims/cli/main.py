@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
@@ -114,6 +115,32 @@ def reindex(if_needed: bool, batch_size: int) -> None:
     with tqdm(unit="doc", desc="reindex") as bar:
         count = rebuild(settings, batch_size=batch_size, progress=bar.update)
     click.echo(f"reindexed {count} documents")
+
+
+@cli.command()
+@click.option(
+    "--tenant", default=None, help="Tenant of this session (default LDIMS_DEFAULT_TENANT)."
+)
+def mcp(tenant: str | None) -> None:
+    """Serve MCP over stdio (for Claude Desktop / Claude Code / the MCP Inspector).
+
+    Reads the same data directory as the server; extraction still needs the workers
+    (`ldims serve` running) for new documents.
+    """
+    from api.app import build_services
+    from api.mcp import build_mcp_server
+
+    settings = get_settings()
+    if tenant is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", tenant):
+        raise click.BadParameter("1-64 letters, digits, _ . -", param_hint="--tenant")
+    services = build_services(settings)
+    services.catalog.upgrade()  # a fresh data dir has no tables yet
+    server = build_mcp_server(services, stdio_tenant=tenant or settings.default_tenant)
+    try:
+        server.run("stdio")
+    finally:
+        services.dispatcher.close()
+        services.catalog.dispose()
 
 
 @cli.command()
