@@ -3,7 +3,7 @@
 Only what ``__all__`` lists is public; the guard's helpers stay in :mod:`ldims.sql.guard`.
 """
 
-from ldims.sql.errors import RULES, SqlRejected, SqlSyntaxError
+from ldims.sql.errors import RULES, SqlObjectNotFound, SqlRejected, SqlSyntaxError, SqlTimeout
 from ldims.sql.guard import (
     DENIED_FUNCTIONS,
     DENIED_PREFIXES,
@@ -23,8 +23,10 @@ __all__ = [
     "RULES",
     "Dialect",
     "ReadPlan",
+    "SqlObjectNotFound",
     "SqlRejected",
     "SqlSyntaxError",
+    "SqlTimeout",
     "WritePlan",
     "check_read",
     "check_write",

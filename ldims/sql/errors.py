@@ -3,13 +3,15 @@
 ::
 
     LdimsError
-    ├── SqlSyntaxError  400  KWDB-4001  does not parse (details: position, description, near)
-    └── SqlRejected     403  KWDB-4002  parses, but the guard refuses it (details: rule, reason)
+    ├── SqlSyntaxError     400  KWDB-4001  does not parse (details: position, description, near)
+    ├── SqlRejected        403  KWDB-4002  refused by the guard or the database's permissions
+    ├── SqlTimeout         504  KWDB-4003  no connection after the retries, or over the time limit
+    └── SqlObjectNotFound  404  KWDB-4004  the database, table or column named does not exist
 
 ``rule`` is a short machine-readable name (``multiple_statements``, ``not_read_only``,
 ``denied_function`` …; :data:`RULES` lists them all) so that callers and tests can tell refusals
-apart without reading the prose. The seed's KWDB-4003 (timeout) and KWDB-4004 (object not
-found) come from executing a statement, not from the guard.
+apart without reading the prose. KWDB-4003 and KWDB-4004 come from executing a statement or
+reading the schema, not from the guard.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ RULES = frozenset(
         "nested_write",  # a write nested anywhere else in a write
         "no_where",  # UPDATE / DELETE without a filtering WHERE
         "unsupported",  # sqlglot cannot render the statement back faithfully
+        "permission_denied",  # the database itself refused (privileges, read-only transaction)
     }
 )
 
@@ -80,3 +83,22 @@ class SqlRejected(LdimsError):
         super().__init__(
             f"Statement refused ({rule}): {reason}", rule=rule, reason=reason, **details
         )
+
+
+class SqlTimeout(LdimsError):
+    """No connection after the retries (``phase: connect``) or a statement over its time limit."""
+
+    code = "KWDB-4003"
+    http_status = 504
+    default_message = "The database did not answer in time."
+
+
+class SqlObjectNotFound(LdimsError):
+    """A database, schema, table or column that does not exist (``details: kind, name``)."""
+
+    code = "KWDB-4004"
+    http_status = 404
+    default_message = "The database object does not exist."
+
+    def __init__(self, kind: str, name: str, message: str | None = None, **details: Any) -> None:
+        super().__init__(message or f"No {kind} named {name!r}.", kind=kind, name=name, **details)
