@@ -230,6 +230,10 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
         document.sha256 = blob.sha256
         document.size = blob.size
         document.format = detect_format(head, name)
+        # Fetched: back in line for extraction, whose delivery must not take it for a
+        # document a live worker holds; the fetch's attempt is done with.
+        document.status = DocumentStatus.QUEUED.value
+        document.attempts = 0
         document.status_changed_at = utcnow()
     return blob.sha256
 
