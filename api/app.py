@@ -43,6 +43,7 @@ def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAP
             services.catalog.upgrade()
         async with mcp_server.session_manager.run():
             yield
+        mcp_server.close()
         services.dispatcher.close()
         services.catalog.dispose()
 

@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
 # MCP toolsets this version serves (LDIMS_TOOLSETS picks among them).
-BUILT_TOOLSETS = ("documents",)
+BUILT_TOOLSETS = ("documents", "sql")
 _PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
 
 
@@ -166,8 +166,9 @@ class Settings(BaseSettings):
 
     # --- MCP -----------------------------------------------------------------------------
     toolsets: list[str] = Field(
-        default=["documents"],
-        description='MCP toolsets to serve (JSON list). Built so far: "documents".',
+        default=["documents", "sql"],
+        description='MCP toolsets to serve (JSON list): "documents", "sql". By default every '
+        'built one whose requirements are set ("sql" needs LDIMS_SQL_URL).',
     )
     mcp_allowed_hosts: list[str] = Field(
         default=["127.0.0.1:*", "localhost:*", "[::1]:*"],
@@ -187,6 +188,57 @@ class Settings(BaseSettings):
         ge=1000,
         description="Most characters one MCP resource read returns; longer documents continue "
         "through the page-range resource.",
+    )
+
+    # --- SQL toolset (KWDB seed) ----------------------------------------------------------
+    sql_url: SecretStr | None = Field(
+        default=None,
+        description="Database of the sql toolset: postgresql://, mysql:// / mariadb://, "
+        "sqlite:///path (unset: no sql toolset). Give it a least-privileged user.",
+    )
+    sql_write: bool = Field(
+        default=False,
+        description="Let write-query run (INSERT / UPDATE / DELETE only); off, it refuses with KWDB-4002.",
+    )
+    sql_allow_unfiltered_writes: bool = Field(
+        default=False, description="Let write-query UPDATE / DELETE without a WHERE."
+    )
+    sql_default_limit: int = Field(
+        default=20, ge=1, description="LIMIT added to a read-query SELECT that has none."
+    )
+    sql_max_rows: int = Field(
+        default=1000, ge=1, description="Most rows one read-query returns (larger LIMITs lowered)."
+    )
+    sql_max_result_chars: int = Field(
+        default=200_000,
+        ge=1000,
+        description="Most characters of one result; rows past it are cut (truncated: true).",
+    )
+    sql_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Statement time limit, enforced by the database (statement_timeout, "
+        "max_statement_time / max_execution_time; SQLite: a progress handler).",
+    )
+    sql_connect_timeout_seconds: float = Field(
+        default=5.0, gt=0, description="Time allowed for one connection attempt."
+    )
+    sql_connect_retries: int = Field(
+        default=3,
+        ge=1,
+        description="Connection attempts before KWDB-4003 (backoff doubles from 0.25 s).",
+    )
+    sql_pool_size: int = Field(default=5, ge=1, description="Pooled database connections.")
+    sql_max_statement_chars: int = Field(
+        default=20_000, ge=100, description="Longest SQL text accepted (checked before parsing)."
+    )
+    sql_allowed_tenants: list[str] = Field(
+        default_factory=list,
+        description="Tenants that may use the sql toolset (JSON list; empty: every tenant).",
+    )
+    sql_prompts_dir: Path | None = Field(
+        default=None,
+        description="Directory of Markdown prompts that replace or add to the shipped ones.",
     )
 
     # --- webhooks and URL fetching -------------------------------------------------------
@@ -256,6 +308,14 @@ class Settings(BaseSettings):
         if secret.lower() in _PLACEHOLDER_SECRETS or len(secret) < 16:
             raise ValueError("webhook secret must be at least 16 characters and not a placeholder")
         return value
+
+    @model_validator(mode="after")
+    def _toolsets_have_what_they_need(self) -> Settings:
+        if self.sql_url is None and "sql" in self.toolsets:
+            if "toolsets" in self.model_fields_set:
+                raise ValueError('the "sql" toolset needs LDIMS_SQL_URL')
+            self.toolsets = [name for name in self.toolsets if name != "sql"]
+        return self
 
     @model_validator(mode="after")
     def _limits_consistent(self) -> Settings:

@@ -60,8 +60,17 @@ def test_defaults_are_embedded_and_under_the_data_dir(tmp_path: Path) -> None:
         {"default_tenant": "has spaces"},
         {"log_level": "LOUD"},
         {"max_upload_bytes": 0},
+        {"toolsets": ["sql"]},  # the sql toolset without LDIMS_SQL_URL
+        {"toolsets": ["guide", "nope"]},
     ],
 )
 def test_bad_values_are_refused_at_start_up(overrides: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
         Settings(**overrides)  # type: ignore[arg-type]
+
+
+def test_the_sql_toolset_is_on_by_default_only_with_a_database() -> None:
+    assert Settings().toolsets == ["documents"]
+    with_url = Settings(sql_url="postgresql://reader@db/shop")
+    assert with_url.toolsets == ["documents", "sql"]
+    assert "reader@db" not in repr(with_url)  # the URL may hold a password: a secret

@@ -12,10 +12,13 @@ from collections.abc import Callable
 from starlette.applications import Starlette
 
 from api.deps import Services
-from api.mcp import documents
+from api.mcp import documents, sql
 from api.mcp.server import LdimsMCP, transport_security
 
-TOOLSETS: dict[str, Callable[[LdimsMCP], None]] = {"documents": documents.register}
+TOOLSETS: dict[str, Callable[[LdimsMCP], None]] = {
+    "documents": documents.register,
+    "sql": sql.register,
+}
 
 
 def build_mcp_server(services: Services, stdio_tenant: str | None = None) -> LdimsMCP:

@@ -24,6 +24,10 @@ RESOURCE_ERROR_CODES = {
     "PROCESSING": -32004,
     "CONTENT_UNAVAILABLE_OR_FAILED": -32005,
     "INVALID_INPUT": -32602,
+    # The sql toolset's schema resources (KWDB seed codes).
+    "KWDB-4004": -32002,
+    "KWDB-4002": -32003,
+    "KWDB-4001": -32602,
 }
 INTERNAL_ERROR = -32603
 # How long an agent should wait before reading a document that is still being processed.

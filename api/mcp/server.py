@@ -67,6 +67,17 @@ class LdimsMCP(MCPServer):
         self.stdio_tenant = stdio_tenant or services.settings.default_tenant
         # (compiled URI pattern, reader) of the resource templates, tried in order.
         self._readers: list[tuple[re.Pattern[str], ResourceReader]] = []
+        # What toolsets hold open (database pools …), released by close().
+        self._closers: list[Callable[[], None]] = []
+
+    def on_close(self, closer: Callable[[], None]) -> None:
+        """Call ``closer`` when the server shuts down."""
+        self._closers.append(closer)
+
+    def close(self) -> None:
+        """Release what the toolsets hold (the app's lifespan and ``ldims mcp`` call this)."""
+        while self._closers:
+            self._closers.pop()()
 
     # --- the caller --------------------------------------------------------------------------
     def tenant(self, ctx: Context[Any, Any] | None) -> str:

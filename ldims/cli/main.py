@@ -139,6 +139,7 @@ def mcp(tenant: str | None) -> None:
     try:
         server.run("stdio")
     finally:
+        server.close()
         services.dispatcher.close()
         services.catalog.dispose()
 

@@ -170,6 +170,7 @@ class ReadPlan:
     limit_capped: bool = False  # the LIMIT was over max_rows (or not a number) and was lowered
     offset: int | None = None  # the OFFSET set for paging (None: the caller asked for none)
     analyze: bool = False  # EXPLAIN ANALYZE: the explained query is executed
+    probe: bool = False  # the SQL asks for limit + 1 rows: one more than shown says "truncated"
     notes: tuple[str, ...] = ()  # what the guard changed, in words for the model
 
 
@@ -201,8 +202,13 @@ def check_read(
     offset: int | None = None,
     max_chars: int = 20_000,
     max_depth: int = 32,
+    probe: bool = False,
 ) -> ReadPlan:
-    """Accept one SELECT / SHOW / EXPLAIN for read-query, or raise KWDB-4001 / KWDB-4002."""
+    """Accept one SELECT / SHOW / EXPLAIN for read-query, or raise KWDB-4001 / KWDB-4002.
+
+    With ``probe``, a LIMIT the guard added or lowered asks for one row more than
+    ``plan.limit``, so the executor can tell a cut result from a complete one.
+    """
     _check_dialect(dialect)
     if offset is not None and offset < 0:
         raise InvalidInput("offset must be 0 or more.", field="offset")
@@ -224,7 +230,7 @@ def check_read(
             statement=word,
         )
     _check_tree(root, write=False)
-    plan = _bound_rows(root, min(default_limit, max_rows), max_rows, offset)
+    plan = _bound_rows(root, min(default_limit, max_rows), max_rows, offset, probe)
     text = _render(root, dialect)
     _round_trip(text, dialect, type(root), write=False, max_depth=max_depth)
     return dataclasses.replace(plan, sql=text)
@@ -433,14 +439,14 @@ def _check_filter(root: exp.Expr, allow_unfiltered: bool) -> bool:
 
 
 def _bound_rows(
-    query: exp.Query, default_limit: int, max_rows: int, offset: int | None
+    query: exp.Query, default_limit: int, max_rows: int, offset: int | None, probe: bool = False
 ) -> ReadPlan:
     """Add or lower the LIMIT and set the paging OFFSET, in place; the plan says what changed."""
     notes: list[str] = []
     node = query.args.get("limit")
     added = capped = False
     if node is None:
-        query.limit(default_limit, copy=False)
+        query.limit(default_limit + probe, copy=False)
         limit, added = default_limit, True
         notes.append(f"LIMIT {default_limit} added; ask again with offset for more rows.")
     else:
@@ -450,7 +456,7 @@ def _bound_rows(
         if requested is not None and requested <= max_rows:
             limit = requested
         else:
-            node.set("count" if fetch else "expression", exp.Literal.number(max_rows))
+            node.set("count" if fetch else "expression", exp.Literal.number(max_rows + probe))
             limit, capped = max_rows, True
             notes.append(f"LIMIT lowered to the maximum of {max_rows} rows.")
     if offset is not None:
@@ -465,6 +471,7 @@ def _bound_rows(
         limit_capped=capped,
         offset=offset,
         notes=tuple(notes),
+        probe=probe and (added or capped),
     )
 
 
