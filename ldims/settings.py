@@ -198,7 +198,8 @@ class Settings(BaseSettings):
     )
     sql_write: bool = Field(
         default=False,
-        description="Let write-query run (INSERT / UPDATE / DELETE only); off, it refuses with KWDB-4002.",
+        description="Let write-query run (INSERT / UPDATE / DELETE only); off, it refuses with "
+        "KWDB-4002.",
     )
     sql_allow_unfiltered_writes: bool = Field(
         default=False, description="Let write-query UPDATE / DELETE without a WHERE."
