@@ -199,6 +199,36 @@ def test_values_come_back_as_json(
     assert float(f) == 1.5 and n is None and t == "Привет, 世界" and c == ROWS
 
 
+SHOW_AND_EXPLAIN = {
+    "postgres": ["EXPLAIN SELECT * FROM items WHERE id = 1", "SHOW statement_timeout"],
+    "mysql": ["EXPLAIN SELECT * FROM items WHERE id = 1", "SHOW TABLES"],
+    "sqlite": ["EXPLAIN QUERY PLAN SELECT * FROM items WHERE id = 1"],
+}
+
+
+def test_show_and_explain_answer_rows(
+    target: Target, tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    server = make_server(tmp_path, shared_redis, target, sql_timeout_seconds=7)
+
+    async def calls() -> list[Any]:
+        async with Client(server) as client:
+            return [
+                await client.call_tool("read-query", {"sql": sql})
+                for sql in SHOW_AND_EXPLAIN[target.dialect]
+            ]
+
+    results = run(calls())
+    for result in results:
+        assert not result.is_error, result.structured_content
+        assert result.structured_content["rowCount"] >= 1
+    text = " ".join(str(r.structured_content["rows"]) for r in results)
+    if target.dialect == "postgres":
+        assert "7s" in text  # the session's time limit, as set by the executor
+    if target.dialect == "mysql":
+        assert "items" in text
+
+
 # --- the attack table -------------------------------------------------------------------------
 REFUSED, SYNTAX = "KWDB-4002", "KWDB-4001"
 # (tool, sql, expected code, expected rule); ATTACH is not SQL outside SQLite: a syntax error.

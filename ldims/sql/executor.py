@@ -25,6 +25,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import functools
 import json
 import logging
 import re
@@ -87,7 +88,6 @@ class SqlExecutor:
     settings: Settings
     dialect: Dialect = field(init=False)
     engine: Engine = field(init=False)
-    mariadb: bool = field(init=False, default=False)
 
     def __post_init__(self) -> None:
         if self.settings.sql_url is None:
@@ -95,20 +95,19 @@ class SqlExecutor:
         raw = self.settings.sql_url.get_secret_value()
         self.dialect = dialect_of(raw)
         self.engine = _engine(raw, self.dialect, self.settings)
-        if self.dialect == "sqlite":
-            event.listen(self.engine, "connect", _sqlite_on_connect)
+        # Session set-up once per new connection, not one round trip per statement.
+        event.listen(self.engine, "connect", self._on_connect)
 
     # --- public ------------------------------------------------------------------------------
     def read(self, sql: str, offset: int | None = None) -> QueryResult:
         """read-query: check, then run in a read-only transaction."""
-        plan = check_read(
+        plan = _checked_read(
             sql,
             self.dialect,
-            default_limit=self.settings.sql_default_limit,
-            max_rows=self.settings.sql_max_rows,
-            offset=offset,
-            max_chars=self.settings.sql_max_statement_chars,
-            probe=True,
+            self.settings.sql_default_limit,
+            self.settings.sql_max_rows,
+            offset,
+            self.settings.sql_max_statement_chars,
         )
         started = time.perf_counter()
         with self.read_only() as connection:
@@ -119,16 +118,16 @@ class SqlExecutor:
 
     def write(self, sql: str, caller: str) -> WriteResult:
         """write-query: check, run in a transaction, commit on success, audit."""
-        plan = check_write(
+        plan = _checked_write(
             sql,
             self.dialect,
-            writes_enabled=self.settings.sql_write,
-            allow_unfiltered=self.settings.sql_allow_unfiltered_writes,
-            max_chars=self.settings.sql_max_statement_chars,
+            self.settings.sql_write,
+            self.settings.sql_allow_unfiltered_writes,
+            self.settings.sql_max_statement_chars,
         )
         started = time.perf_counter()
         with self._connection() as connection, self._mapped_errors(), connection.begin():
-            self._limit_time(connection)
+            self._limit_time(connection)  # SQLite only; the servers' limit is per session
             cursor = _run(connection, plan.sql)
             returned = self._returned(cursor, plan)
             affected = cursor.rowcount if cursor.rowcount is not None else -1
@@ -159,20 +158,21 @@ class SqlExecutor:
             if self.dialect == "mysql":
                 # Explicit: SQLAlchemy's implicit BEGIN cannot be made read-only here.
                 connection = connection.execution_options(isolation_level="AUTOCOMMIT")
-                self._limit_time(connection)
                 connection.exec_driver_sql("START TRANSACTION READ ONLY")
                 try:
                     yield connection
                 finally:
                     connection.exec_driver_sql("ROLLBACK")
                 return
+            if self.dialect == "postgres":
+                # psycopg then opens the transaction with BEGIN READ ONLY (one round trip);
+                # SQLAlchemy resets the flag when the connection goes back to the pool.
+                connection = connection.execution_options(postgresql_readonly=True)
             transaction = connection.begin()
             try:
-                if self.dialect == "postgres":
-                    connection.exec_driver_sql("SET TRANSACTION READ ONLY")
-                else:
+                if self.dialect == "sqlite":
                     connection.exec_driver_sql("PRAGMA query_only = ON")
-                self._limit_time(connection)
+                    self._limit_time(connection)
                 yield connection
             finally:
                 transaction.rollback()
@@ -213,20 +213,29 @@ class SqlExecutor:
             raise BackendError("The database layer failed.", reason=type(exc).__name__) from None
 
     def _limit_time(self, connection: Connection) -> None:
+        """SQLite has no server-side limit: interrupt from a progress handler."""
+        if self.dialect == "sqlite":
+            _sqlite_deadline(connection, self.settings.sql_timeout_seconds)
+
+    def _on_connect(self, dbapi_connection: Any, _record: Any) -> None:
+        """A new connection's session: its statement time limit (and SQLite's switches)."""
         seconds = self.settings.sql_timeout_seconds
-        if self.dialect == "postgres":
-            # SET LOCAL: the limit ends with the transaction, the pooled session stays clean.
-            connection.exec_driver_sql(f"SET LOCAL statement_timeout = {int(seconds * 1000)}")
-        elif self.dialect == "mysql":
-            if self.mariadb or _is_mariadb(connection):
-                self.mariadb = True
-                connection.exec_driver_sql(f"SET SESSION max_statement_time = {seconds:.3f}")
+        if self.dialect == "sqlite":
+            _sqlite_on_connect(dbapi_connection)
+            return
+        cursor = dbapi_connection.cursor()
+        try:
+            if self.dialect == "postgres":
+                cursor.execute(f"SET statement_timeout = {int(seconds * 1000)}")
             else:
-                connection.exec_driver_sql(
-                    f"SET SESSION max_execution_time = {int(seconds * 1000)}"
-                )
-        else:
-            _sqlite_deadline(connection, seconds)
+                cursor.execute("SELECT VERSION()")
+                if "mariadb" in str(cursor.fetchone()[0]).lower():
+                    cursor.execute(f"SET SESSION max_statement_time = {seconds:.3f}")
+                else:
+                    cursor.execute(f"SET SESSION max_execution_time = {int(seconds * 1000)}")
+        finally:
+            cursor.close()
+        dbapi_connection.commit()  # psycopg opened a transaction for the SET
 
     # --- results -----------------------------------------------------------------------------
     def _collect(self, cursor: Any, plan: ReadPlan) -> QueryResult:
@@ -320,12 +329,32 @@ def _engine(raw_url: str, dialect: Dialect, settings: Settings) -> Engine:
     )
 
 
-def _is_mariadb(connection: Connection) -> bool:
-    version = connection.exec_driver_sql("SELECT VERSION()").scalar()
-    return "mariadb" in str(version).lower()
+@functools.lru_cache(maxsize=1024)
+def _checked_read(
+    sql: str, dialect: Dialect, default_limit: int, max_rows: int, offset: int | None, chars: int
+) -> ReadPlan:
+    # Agents repeat statements (paging, retries): the plan of a text is always the same.
+    return check_read(
+        sql,
+        dialect,
+        default_limit=default_limit,
+        max_rows=max_rows,
+        offset=offset,
+        max_chars=chars,
+        probe=True,
+    )
 
 
-def _sqlite_on_connect(dbapi_connection: sqlite3.Connection, _record: Any) -> None:
+@functools.lru_cache(maxsize=1024)
+def _checked_write(
+    sql: str, dialect: Dialect, enabled: bool, allow_unfiltered: bool, chars: int
+) -> WritePlan:
+    return check_write(
+        sql, dialect, writes_enabled=enabled, allow_unfiltered=allow_unfiltered, max_chars=chars
+    )
+
+
+def _sqlite_on_connect(dbapi_connection: sqlite3.Connection) -> None:
     # SQLite's own safety switches: no extension loading, defensive mode where available.
     if hasattr(dbapi_connection, "enable_load_extension"):
         dbapi_connection.enable_load_extension(False)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import re
 from dataclasses import dataclass
 from typing import Literal, get_args
@@ -45,6 +46,10 @@ from sqlglot.tokens import Token, TokenType
 
 from ldims.errors import InvalidInput
 from ldims.sql.errors import SqlRejected, SqlSyntaxError
+
+# sqlglot warns about statements it parses as commands, quoting them: callers' SQL (their data)
+# does not belong in the log, and the guard decides about those statements itself.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 Dialect = Literal["postgres", "mysql", "sqlite"]
 DIALECTS: tuple[Dialect, ...] = get_args(Dialect)
