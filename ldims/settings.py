@@ -17,7 +17,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
 # MCP toolsets this version serves (LDIMS_TOOLSETS picks among them).
-BUILT_TOOLSETS = ("documents", "sql")
+BUILT_TOOLSETS = ("documents", "sql", "guide")
 _PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
 
 
@@ -166,9 +166,9 @@ class Settings(BaseSettings):
 
     # --- MCP -----------------------------------------------------------------------------
     toolsets: list[str] = Field(
-        default=["documents", "sql"],
-        description='MCP toolsets to serve (JSON list): "documents", "sql". By default every '
-        'built one whose requirements are set ("sql" needs LDIMS_SQL_URL).',
+        default=["documents", "sql", "guide"],
+        description='MCP toolsets to serve (JSON list): "documents", "sql", "guide". By default '
+        'every built one whose requirements are set ("sql" needs LDIMS_SQL_URL).',
     )
     mcp_allowed_hosts: list[str] = Field(
         default=["127.0.0.1:*", "localhost:*", "[::1]:*"],
@@ -240,6 +240,23 @@ class Settings(BaseSettings):
     sql_prompts_dir: Path | None = Field(
         default=None,
         description="Directory of Markdown prompts that replace or add to the shipped ones.",
+    )
+
+    # --- guide toolset (knowledge-engine seed) -------------------------------------------
+    guide_dir: Path | None = Field(
+        default=None,
+        description="Directory of knowledge trees (YAML/JSON), re-read when files change. "
+        "Unset: the two example trees shipped in ldims/guide/trees.",
+    )
+    guide_session_ttl_seconds: int = Field(
+        default=3600, gt=0, description="A guided session expires this long after its last step."
+    )
+    guide_match_threshold: float = Field(
+        default=0.25,
+        ge=0,
+        le=1,
+        description="Score (0..1) a question needs to start at a matching node; below it the "
+        "session starts at the best tree's root.",
     )
 
     # --- webhooks and URL fetching -------------------------------------------------------

@@ -61,7 +61,7 @@ def test_defaults_are_embedded_and_under_the_data_dir(tmp_path: Path) -> None:
         {"log_level": "LOUD"},
         {"max_upload_bytes": 0},
         {"toolsets": ["sql"]},  # the sql toolset without LDIMS_SQL_URL
-        {"toolsets": ["guide", "nope"]},
+        {"toolsets": ["documents", "nope"]},
     ],
 )
 def test_bad_values_are_refused_at_start_up(overrides: dict[str, object]) -> None:
@@ -70,7 +70,7 @@ def test_bad_values_are_refused_at_start_up(overrides: dict[str, object]) -> Non
 
 
 def test_the_sql_toolset_is_on_by_default_only_with_a_database() -> None:
-    assert Settings().toolsets == ["documents"]
+    assert Settings().toolsets == ["documents", "guide"]
     with_url = Settings(sql_url="postgresql://reader@db/shop")
-    assert with_url.toolsets == ["documents", "sql"]
+    assert with_url.toolsets == ["documents", "sql", "guide"]
     assert "reader@db" not in repr(with_url)  # the URL may hold a password: a secret

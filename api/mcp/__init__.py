@@ -12,12 +12,13 @@ from collections.abc import Callable
 from starlette.applications import Starlette
 
 from api.deps import Services
-from api.mcp import documents, sql
+from api.mcp import documents, guide, sql
 from api.mcp.server import LdimsMCP, transport_security
 
 TOOLSETS: dict[str, Callable[[LdimsMCP], None]] = {
     "documents": documents.register,
     "sql": sql.register,
+    "guide": guide.register,
 }
 
 

@@ -189,5 +189,28 @@ def ingest(**options: object) -> None:
     raise SystemExit(run_ingest(**options))  # type: ignore[arg-type]
 
 
+@cli.group()
+def guide() -> None:
+    """Knowledge trees of the guide toolset."""
+
+
+@guide.command("validate")
+@click.argument("directory", required=False, type=click.Path(exists=True, file_okay=False))
+def guide_validate(directory: str | None) -> None:
+    """Check every tree file (default: LDIMS_GUIDE_DIR): file:line: problem; exit 1 on errors."""
+    from pathlib import Path
+
+    from ldims.guide import SHIPPED_TREES, validate_directory
+
+    folder = Path(directory) if directory else (get_settings().guide_dir or SHIPPED_TREES)
+    problems = validate_directory(folder)
+    for problem in problems:
+        click.echo(str(problem), err=problem.severity == "error")
+    errors = sum(problem.severity == "error" for problem in problems)
+    warnings = len(problems) - errors
+    click.echo(f"{folder}: {errors} error(s), {warnings} warning(s)")
+    raise SystemExit(1 if errors else 0)
+
+
 if __name__ == "__main__":
     cli()

@@ -1,0 +1,162 @@
+"""The ``guide`` toolset: the knowledge-engine seed's ``initiate_session`` and
+``navigate_session``, walking the decision trees of ``LDIMS_GUIDE_DIR`` with the session
+state in Redis (:mod:`ldims.guide`).
+
+Field names are the seed's (``SessionState``: ``session_id``, ``response``, ``current_step``,
+``options[]`` {``id``, ``description``}, ``is_complete``); LDIMS adds ``tree_id``,
+``node_id``, ``documents`` (snippets a node links to, from the caller's own documents) and
+``notice``. Errors are ``isError`` results: ``INVALID_OPTION`` (with ``validOptions``),
+``SESSION_NOT_FOUND``, ``SESSION_EXPIRED``, ``SESSION_COMPLETE``, ``FORBIDDEN`` (another
+tenant's session), ``INVALID_INPUT``, ``GUIDE_UNAVAILABLE``.
+
+(No ``from __future__ import annotations``: the SDK reads the tools' annotations.)
+"""
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
+from pydantic import BaseModel, Field
+
+import indexer
+from api.mcp.server import LdimsMCP
+from ldims.catalog import repository
+from ldims.guide import SHIPPED_TREES, GuideEngine, SessionStore, TreeStore
+from ldims.guide.trees import DocumentLink
+
+INITIATE_DESCRIPTION = (
+    "Start a guided consultation from the user's question. The server walks a knowledge "
+    "(decision) tree: show the user `response`, then the `options` (their `description`s); "
+    "map the user's reply to an option `id` and call navigate_session. Keep the session_id. "
+    "When is_complete is true the consultation is over. Questions in Chinese, Russian and "
+    "English are understood."
+)
+NAVIGATE_DESCRIPTION = (
+    "Take the next step of a guided consultation: pass the session_id and the id of the "
+    "option the user chose. Besides the listed options, `back` (previous step), `end` "
+    "(finish) and `provide_more_info` (with the user's own words in user_input, when the "
+    "reply matches no option) always work. Returns the same state as initiate_session."
+)
+
+
+class SessionOption(BaseModel):
+    id: str = Field(description="Pass this as selected_option_id")
+    description: str = Field(description="What to show the user")
+
+
+class SessionState(BaseModel):
+    """The seed's SessionState, plus where the session stands."""
+
+    session_id: str = Field(description="The session's handle; pass it to navigate_session")
+    response: str = Field(description="What to tell the user at this step")
+    current_step: str = Field(description="The step's name")
+    options: list[SessionOption] = Field(description="What the user can choose next")
+    is_complete: bool = Field(description="True when the consultation has ended")
+    tree_id: str = Field(description="The knowledge tree being walked")
+    node_id: str | None = Field(description="The tree node of this step")
+    documents: list[dict[str, Any]] = Field(
+        default_factory=list, description="Documents this step links to, with snippets"
+    )
+    notice: str | None = Field(
+        default=None, description="Something the server did that the user should hear"
+    )
+
+
+def register(server: LdimsMCP) -> None:
+    """Add the guide toolset to ``server``."""
+    settings = server.services.settings
+    trees = TreeStore(settings.guide_dir or SHIPPED_TREES)
+    sessions = SessionStore.from_url(
+        settings.effective_redis_url,
+        settings.guide_session_ttl_seconds,
+        prefix=settings.redis_key_prefix,
+    )
+    server.on_close(sessions.client.close)
+
+    def find_documents(tenant: str, link: DocumentLink) -> list[dict[str, Any]]:
+        return _linked_documents(server, tenant, link)
+
+    engine = GuideEngine(trees, sessions, settings.guide_match_threshold, find_documents)
+
+    @server.tool(
+        name="initiate_session",
+        description=INITIATE_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False),
+    )
+    async def initiate_session(
+        user_query: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=2000,
+                description="The user's original question, in their words",
+            ),
+        ],
+        ctx: Context,
+    ) -> SessionState:
+        tenant = server.tenant(ctx)
+        state = await server.blocking(engine.initiate, tenant, user_query)
+        return SessionState.model_validate(state)
+
+    @server.tool(
+        name="navigate_session",
+        description=NAVIGATE_DESCRIPTION,
+        annotations=ToolAnnotations(read_only_hint=False, open_world_hint=False),
+    )
+    async def navigate_session(
+        session_id: Annotated[
+            str, Field(min_length=1, max_length=200, description="From initiate_session")
+        ],
+        selected_option_id: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                description="An option id of the last step, or back / end / provide_more_info",
+            ),
+        ],
+        ctx: Context,
+        user_input: Annotated[
+            str | None,
+            Field(max_length=2000, description="The user's own words (provide_more_info)"),
+        ] = None,
+    ) -> SessionState:
+        tenant = server.tenant(ctx)
+        state = await server.blocking(
+            engine.navigate, tenant, session_id, selected_option_id, user_input
+        )
+        return SessionState.model_validate(state)
+
+
+def _linked_documents(server: LdimsMCP, tenant: str, link: DocumentLink) -> list[dict[str, Any]]:
+    """Snippets of the caller's own documents a node links to (tenant filter in the query)."""
+    found: list[dict[str, Any]] = []
+    if link.query:
+        hits = server.services.index.search(
+            indexer.SearchRequest(tenant=tenant, query=link.query, limit=link.limit)
+        )
+        found = [
+            {
+                "documentId": hit.document_id,
+                "documentName": hit.name,
+                "snippet": hit.snippet,
+                "uri": f"ldims://docs/{hit.document_id}/extracted_content",
+            }
+            for hit in hits.hits
+        ]
+    for document_id in link.ids:
+        if len(found) >= link.limit or any(d["documentId"] == document_id for d in found):
+            continue
+        with server.services.catalog.session() as session:
+            document = repository.get_document(session, document_id)
+            if document is None or document.tenant != tenant:
+                continue
+            found.append(
+                {
+                    "documentId": document.id,
+                    "documentName": document.name,
+                    "snippet": None,
+                    "uri": f"ldims://docs/{document.id}/extracted_content",
+                }
+            )
+    return found[: link.limit]

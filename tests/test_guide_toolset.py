@@ -1,0 +1,352 @@
+"""The guide toolset through the official MCP client: sessions in a real Redis, over HTTP
+(both protocol eras), stdio and in memory; the shipped trees walked to their ends."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+import uuid
+from collections.abc import Coroutine, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from api.app import build_services
+from api.mcp import LdimsMCP, build_mcp_server
+from ldims.guide import SHIPPED_TREES, load_tree
+from ldims.settings import Settings
+from tests.conftest import ApiServer, RedisServer, settings_env
+
+TREE = """\
+id: demo
+title: Demo tree
+language: en
+keywords: [demo]
+entry_nodes: [printers, network]
+nodes:
+  root:
+    title: Start
+    response: What do you need help with?
+    keywords: [help]
+    options:
+      - {id: printers, description: Printers, next_node: printers}
+      - {id: network, description: Network, next_node: network}
+  printers:
+    title: Printers
+    response: Is the printer on?
+    keywords: [printer, printing, paper jam, toner]
+    options:
+      - {id: yes, description: It is on, next_node: printer_on}
+      - {id: no, description: It is off, next_node: printer_off}
+  printer_on:
+    title: Printer on
+    response: Check the paper tray.
+    keywords: [paper tray, paper]
+  printer_off:
+    title: Printer off
+    response: Switch it on.
+    keywords: [switch, power, cable]
+  network:
+    title: Network
+    response: Restart the router.
+    keywords: [wifi, router, network]
+    options:
+      - {id: done, description: Done, next_node: null}
+"""
+
+
+def run(coroutine: Coroutine[Any, Any, Any]) -> Any:
+    return asyncio.run(coroutine)
+
+
+@pytest.fixture
+def settings(tmp_path: Path, shared_redis: RedisServer) -> Settings:
+    trees = tmp_path / "trees"
+    trees.mkdir()
+    (trees / "demo.yaml").write_text(TREE)
+    return Settings(
+        data_dir=tmp_path / "data",
+        redis_url=shared_redis.url,
+        redis_key_prefix=f"t{uuid.uuid4().hex[:8]}:",
+        guide_dir=trees,
+    )
+
+
+@pytest.fixture
+def server(settings: Settings) -> Iterator[LdimsMCP]:
+    services = build_services(settings)
+    services.catalog.upgrade()
+    made = build_mcp_server(services)
+    yield made
+    made.close()
+    services.dispatcher.close()
+    services.catalog.dispose()
+
+
+async def _calls(server: LdimsMCP, *calls: tuple[str, dict[str, Any]]) -> list[Any]:
+    async with Client(server) as client:
+        return [await client.call_tool(name, arguments) for name, arguments in calls]
+
+
+def state(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.structured_content
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+def error(result: Any) -> dict[str, Any]:
+    assert result.is_error, result.structured_content
+    return result.structured_content  # type: ignore[no-any-return]
+
+
+def initiate(server: LdimsMCP, query: str) -> dict[str, Any]:
+    return state(run(_calls(server, ("initiate_session", {"user_query": query})))[0])
+
+
+def navigate(server: LdimsMCP, session: str, option: str, text: str | None = None) -> Any:
+    arguments: dict[str, Any] = {"session_id": session, "selected_option_id": option}
+    if text is not None:
+        arguments["user_input"] = text
+    return run(_calls(server, ("navigate_session", arguments)))[0]
+
+
+def test_a_question_lands_on_its_entry_node_and_a_path_runs_to_its_end(
+    server: LdimsMCP,
+) -> None:
+    first = initiate(server, "my printer has a paper jam")
+    assert first["node_id"] == "printers" and first["current_step"] == "Printers"
+    assert [o["id"] for o in first["options"]] == ["yes", "no"]
+    assert first["is_complete"] is False and first["session_id"].startswith("gs_")
+    leaf = state(navigate(server, first["session_id"], "yes"))
+    assert leaf["response"] == "Check the paper tray." and leaf["is_complete"] is True
+    assert leaf["options"] == []
+
+
+def test_nothing_matching_starts_at_the_root_with_the_topics(server: LdimsMCP) -> None:
+    fallback = initiate(server, "what is the weather tomorrow")
+    assert fallback["node_id"] == "root"
+    assert [o["id"] for o in fallback["options"]] == ["printers", "network"]
+    assert fallback["notice"]
+
+
+def test_back_and_end_work_on_every_step(server: LdimsMCP) -> None:
+    session = initiate(server, "help")["session_id"]
+    at_start = state(navigate(server, session, "back"))
+    assert at_start["node_id"] == "root" and "nothing to go back" in at_start["notice"]
+    state(navigate(server, session, "printers"))
+    state(navigate(server, session, "no"))
+    back = state(navigate(server, session, "back"))  # back from a leaf
+    assert back["node_id"] == "printers" and back["is_complete"] is False
+    assert state(navigate(server, session, "back"))["node_id"] == "root"
+    ended = state(navigate(server, session, "end"))
+    assert ended["is_complete"] is True and ended["options"] == []
+    assert error(navigate(server, session, "printers"))["errorCode"] == "SESSION_COMPLETE"
+
+
+def test_an_option_with_a_null_next_node_ends_the_session(server: LdimsMCP) -> None:
+    session = initiate(server, "wifi router")["session_id"]
+    done = state(navigate(server, session, "done"))
+    assert done["is_complete"] is True and done["current_step"] == "end"
+
+
+def test_an_unknown_option_lists_the_valid_ids(server: LdimsMCP) -> None:
+    session = initiate(server, "printer toner")["session_id"]
+    body = error(navigate(server, session, "maybe"))
+    assert body["errorCode"] == "INVALID_OPTION"
+    assert body["errorDetails"]["validOptions"] == [
+        "yes",
+        "no",
+        "back",
+        "end",
+        "provide_more_info",
+    ]
+    assert state(navigate(server, session, "yes"))["node_id"] == "printer_on"  # still usable
+
+
+def test_provide_more_info_rematches_within_the_subtree(server: LdimsMCP) -> None:
+    session = initiate(server, "printer")["session_id"]
+    moved = state(navigate(server, session, "provide_more_info", "the power cable is unplugged"))
+    assert moved["node_id"] == "printer_off"
+    session = initiate(server, "printer")["session_id"]
+    # Words that only match outside the subtree (the network branch) do not move the session.
+    stayed = state(navigate(server, session, "provide_more_info", "the wifi router"))
+    assert stayed["node_id"] == "printers" and stayed["notice"]
+    missing = error(navigate(server, session, "provide_more_info"))
+    assert missing["errorCode"] == "INVALID_INPUT"
+    assert missing["errorDetails"]["field"] == "user_input"
+
+
+def test_unknown_expired_and_foreign_sessions_are_clear_errors(
+    settings: Settings, server: LdimsMCP
+) -> None:
+    assert error(navigate(server, "gs_nope", "yes"))["errorCode"] == "SESSION_NOT_FOUND"
+
+    short = settings.model_copy(update={"guide_session_ttl_seconds": 1})
+    short_services = build_services(short)
+    short_server = build_mcp_server(short_services)
+    try:
+        session = initiate(short_server, "printer")["session_id"]
+        time.sleep(1.2)
+        assert error(navigate(short_server, session, "yes"))["errorCode"] == "SESSION_EXPIRED"
+    finally:
+        short_server.close()
+        short_services.catalog.dispose()
+        short_services.dispatcher.close()
+
+    other_services = build_services(settings)
+    other_services.catalog.upgrade()
+    other_tenant = build_mcp_server(other_services, stdio_tenant="other")
+    try:
+        session = initiate(server, "printer")["session_id"]
+        assert error(navigate(other_tenant, session, "yes"))["errorCode"] == "FORBIDDEN"
+        assert state(navigate(server, session, "yes"))["node_id"] == "printer_on"
+    finally:
+        other_tenant.close()
+        other_services.dispatcher.close()
+        other_services.catalog.dispose()
+
+
+def test_a_tree_edited_mid_session_continues_or_ends_cleanly(
+    settings: Settings, server: LdimsMCP
+) -> None:
+    tree_file = settings.guide_dir / "demo.yaml"  # type: ignore[operator]
+    kept = initiate(server, "printer")["session_id"]
+    gone = initiate(server, "wifi router")["session_id"]
+    edited = (
+        TREE.replace("Switch it on.", "Press the power button.")
+        .replace("      - {id: network, description: Network, next_node: network}\n", "")
+        .replace("[printers, network]", "[printers]")
+    )
+    edited = edited[: edited.index("  network:")]
+    time.sleep(0.01)
+    tree_file.write_text(edited)
+    time.sleep(1.1)  # the store looks at the files at most once a second
+    continued = state(navigate(server, kept, "no"))
+    assert continued["response"] == "Press the power button."
+    assert continued["notice"]  # the user hears that the knowledge base changed
+    ended = state(navigate(server, gone, "done"))
+    assert ended["is_complete"] is True and ended["current_step"] == "tree_changed"
+    assert "new session" in ended["response"]
+
+
+def test_a_broken_edit_keeps_the_last_good_tree(settings: Settings, server: LdimsMCP) -> None:
+    tree_file = settings.guide_dir / "demo.yaml"  # type: ignore[operator]
+    session = initiate(server, "printer")["session_id"]
+    tree_file.write_text(TREE.replace("next_node: printer_on", "next_node: nowhere"))
+    time.sleep(1.1)
+    assert state(navigate(server, session, "yes"))["node_id"] == "printer_on"
+
+
+def _walk_all_paths(server: LdimsMCP, tree_id: str, root_query: str) -> int:
+    """Follow every option of every step from the root; each path must end."""
+    tree = next(
+        load_tree(p)
+        for p in SHIPPED_TREES.iterdir()
+        if p.suffix in (".yaml", ".yml", ".json") and load_tree(p).id == tree_id
+    )
+    completed = 0
+
+    async def walk() -> None:
+        nonlocal completed
+        async with Client(server) as client:
+            stack: list[list[str]] = [[]]
+            while stack:
+                path = stack.pop()
+                first = await client.call_tool("initiate_session", {"user_query": root_query})
+                current = state(first)
+                assert current["tree_id"] == tree_id and current["node_id"] == tree.root
+                for option in path:
+                    current = state(
+                        await client.call_tool(
+                            "navigate_session",
+                            {"session_id": current["session_id"], "selected_option_id": option},
+                        )
+                    )
+                if current["is_complete"]:
+                    completed += 1
+                    continue
+                assert current["options"], current
+                visited = len(path)
+                for option in current["options"]:
+                    if option["id"] in ("back", "end") or visited > 12:
+                        continue
+                    stack.append([*path, option["id"]])
+
+    run(walk())
+    return completed
+
+
+@pytest.mark.parametrize(
+    ("tree_id", "root_query"),
+    [("tech-investment", "科技行业投资咨询"), ("ingestion-troubleshooting", "ingestion failure")],
+)
+def test_every_path_of_the_shipped_trees_ends(
+    tmp_path: Path, shared_redis: RedisServer, tree_id: str, root_query: str
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        redis_url=shared_redis.url,
+        redis_key_prefix=f"t{uuid.uuid4().hex[:8]}:",
+        guide_match_threshold=1.0,  # always the root: the walk starts at the top
+    )
+    services = build_services(settings)
+    server = build_mcp_server(services)
+    try:
+        # The root query must choose the right tree even though it falls back to the root.
+        assert _walk_all_paths(server, tree_id, root_query) >= 3
+    finally:
+        server.close()
+        services.dispatcher.close()
+        services.catalog.dispose()
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_a_session_survives_an_api_restart_over_http(settings: Settings, mode: str) -> None:
+    async def call(url: str, name: str, arguments: dict[str, Any]) -> Any:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(f"{url}/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+        ):
+            return await client.call_tool(name, arguments)
+
+    api = ApiServer(settings).start()
+    try:
+        first = state(run(call(api.url, "initiate_session", {"user_query": "printer"})))
+    finally:
+        api.stop()
+    restarted = ApiServer(settings).start()
+    try:
+        arguments = {"session_id": first["session_id"], "selected_option_id": "no"}
+        after = state(run(call(restarted.url, "navigate_session", arguments)))
+    finally:
+        restarted.stop()
+    assert after["node_id"] == "printer_off"
+
+
+def test_the_guide_over_stdio(settings: Settings) -> None:
+    env = settings_env(settings)
+    env["LDIMS_GUIDE_DIR"] = str(settings.guide_dir)
+    env["LDIMS_REDIS_KEY_PREFIX"] = settings.redis_key_prefix
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "ldims.cli.main", "mcp"], env=env
+    )
+
+    async def walk() -> list[dict[str, Any]]:
+        async with Client(parameters) as client:
+            first = state(
+                await client.call_tool("initiate_session", {"user_query": "paper jam printer"})
+            )
+            second = state(
+                await client.call_tool(
+                    "navigate_session",
+                    {"session_id": first["session_id"], "selected_option_id": "yes"},
+                )
+            )
+            return [first, second]
+
+    first, second = run(walk())
+    assert first["node_id"] == "printers" and second["is_complete"] is True
