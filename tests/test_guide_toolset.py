@@ -350,3 +350,22 @@ def test_the_guide_over_stdio(settings: Settings) -> None:
 
     first, second = run(walk())
     assert first["node_id"] == "printers" and second["is_complete"] is True
+
+
+def test_guide_validate_reports_file_and_line(tmp_path: Path) -> None:
+    import subprocess
+
+    folder = tmp_path / "trees"
+    folder.mkdir()
+    broken = TREE.replace("next_node: printer_on", "next_node: nowhere")
+    (folder / "broken.yaml").write_text(broken)
+    command = [sys.executable, "-m", "ldims.cli.main", "guide", "validate", str(folder)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    line = next(n for n, text in enumerate(broken.splitlines(), 1) if "nowhere" in text)
+    assert f"broken.yaml:{line}: error: node 'printers' option 'yes'" in result.stderr
+    assert "nowhere" in result.stderr and "1 error(s)" in result.stdout
+
+    (folder / "broken.yaml").write_text(TREE)
+    fixed = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert fixed.returncode == 0 and "0 error(s), 0 warning(s)" in fixed.stdout

@@ -241,6 +241,7 @@ class _Builder:
     def __init__(self, path: Path, problems: list[Problem]) -> None:
         self.path = path
         self.problems = problems
+        self.option_lines: dict[tuple[str, str], int] = {}  # (node, option) → line
 
     def error(self, line: int, message: str, severity: str = "error") -> None:
         self.problems.append(Problem(self.path, line, message, severity))
@@ -338,6 +339,7 @@ class _Builder:
                 continue
             seen.add(option.id)
             options.append(option)
+            self.option_lines[(node_id, option.id)] = getattr(item, "line", line)
         if response is None:
             return None
         return Node(
@@ -406,7 +408,7 @@ class _Builder:
             for option in node.options:
                 if option.next_node is not None and option.next_node not in lines:
                     self.error(
-                        lines[node.id],
+                        self.option_lines.get((node.id, option.id), lines[node.id]),
                         f"node {node.id!r} option {option.id!r}: next_node "
                         f"{option.next_node!r} is not defined",
                     )
