@@ -262,6 +262,8 @@ ATTACKS = [
     ("write-query", "DELETE FROM items WHERE 1 = 1", REFUSED, "no_where"),
     ("write-query", "INSERT INTO items VALUES (999, 'x', 1); DROP TABLE items", REFUSED, None),
     ("write-query", "/* ok */ DELETE FROM items WHERE id = 1; COMMIT", REFUSED, None),
+    ("read-query", "SELECT ('/etc/passwd'::text).pg_read_file", REFUSED, None),
+    ("write-query", "UPDATE sqlite_master SET name = 'x' WHERE name = 'items'", REFUSED, None),
 ]
 
 
@@ -288,6 +290,24 @@ def test_every_attack_is_refused_and_changes_nothing(
         if rule is not None:
             assert got_rule == rule, (tool, sql[:60], got_rule)
     assert snapshot(target, tmp_path) == before
+
+
+def test_a_huge_value_is_cut_not_loaded_or_crashing(
+    target: Target, tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    server = make_server(tmp_path, shared_redis, target, sql_max_result_chars=5000)
+    repeat = {"postgres": "repeat('x', 3000)", "mysql": "REPEAT('x', 3000)"}.get(
+        target.dialect, "printf('%.*c', 3000, 'x')"
+    )
+    sql = f"SELECT id, {repeat} AS big FROM items ORDER BY id LIMIT 10"
+    body = state_of(run(call(server, "read-query", sql=sql)))
+    assert body["truncated"] is True and 1 <= body["rowCount"] < 10
+    assert any("cut at 5000 characters" in note for note in body["notes"])
+
+
+def state_of(result: Any) -> dict[str, Any]:
+    assert not result.is_error, result.structured_content
+    return result.structured_content  # type: ignore[no-any-return]
 
 
 def test_writes_are_refused_while_switched_off(
@@ -513,3 +533,27 @@ def test_read_query_over_real_http(tmp_path: Path, shared_redis: RedisServer) ->
         finally:
             api.stop()
     assert result.structured_content["rows"] == [["item-7"]]
+
+
+def test_a_backslash_cannot_end_a_string_early(tmp_path: Path, shared_redis: RedisServer) -> None:
+    # A database (or role) with standard_conforming_strings off reads 'a\'' as a whole string;
+    # the guard reads it as the start of a longer one. The executor turns the setting on.
+    with _postgres() as target:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
+            connection.execute(
+                f'ALTER DATABASE "{target.database}" SET standard_conforming_strings = off'
+            )
+        engine = SqlExecutor(Settings(data_dir=tmp_path, sql_url=target.url)).engine
+        with engine.begin() as connection:
+            for statement in SEED:
+                connection.exec_driver_sql(statement)
+        engine.dispose()
+        server = make_server(tmp_path, shared_redis, target, sql_write=True)
+        trick = "DELETE FROM items WHERE name = 'a\\'' OR id > 0 --' AND id = 1"
+        result = run(call(server, "write-query", sql=trick))
+        assert not result.is_error and result.structured_content["rowsAffected"] == 0
+        read = "SELECT 'a\\'' , pg_read_file($$/etc/hostname$$) --'"
+        shown = run(call(server, "read-query", sql=read))
+        assert not shown.is_error and shown.structured_content["columns"] == ["?column?"]
+        server.close()
+        assert len(snapshot(target, tmp_path)[1]) == ROWS

@@ -40,6 +40,8 @@ RULES = frozenset(
         "no_where",  # UPDATE / DELETE without a filtering WHERE
         "unsupported",  # sqlglot cannot render the statement back faithfully
         "permission_denied",  # the database itself refused (privileges, read-only transaction)
+        "system_table",  # a write to the database's own catalog (pg_catalog, mysql.user …)
+        "session_variable",  # @name user variables: they outlive the statement (MySQL)
     }
 )
 

@@ -53,6 +53,7 @@ T = TypeVar("T")
 # The drivers LDIMS ships, per dialect (a URL naming another driver keeps it).
 _DRIVERS = {"postgres": "postgresql+psycopg", "mysql": "mysql+pymysql", "sqlite": "sqlite"}
 _MAX_CELL_CHARS = 10_000
+_SQLITE_MAX_VALUE_BYTES = 64 * 1024 * 1024
 
 
 @dataclass
@@ -111,8 +112,12 @@ class SqlExecutor:
         )
         started = time.perf_counter()
         with self.read_only() as connection:
-            cursor = _run(connection, plan.sql)
-            result = self._collect(cursor, plan)
+            stream = plan.kind == "select" and self.dialect != "sqlite"
+            cursor = _run(connection, plan.sql, stream=stream)
+            try:
+                result = self._collect(cursor, plan)
+            finally:
+                cursor.close()  # reads what is left of a streamed result before the ROLLBACK
         result.execution_ms = (time.perf_counter() - started) * 1000
         return result
 
@@ -131,6 +136,8 @@ class SqlExecutor:
             cursor = _run(connection, plan.sql)
             returned = self._returned(cursor, plan)
             affected = cursor.rowcount if cursor.rowcount is not None else -1
+            if affected < 0 and returned is not None:  # psycopg with RETURNING
+                affected = returned.row_count
         elapsed = (time.perf_counter() - started) * 1000
         audit.info(
             "write-query by %s: %s row(s) %s in %.1f ms: %s",
@@ -227,6 +234,9 @@ class SqlExecutor:
         try:
             if self.dialect == "postgres":
                 cursor.execute(f"SET statement_timeout = {int(seconds * 1000)}")
+                # The guard writes string literals the standard way; with this off, a
+                # backslash would end a string early and the rest would run as SQL.
+                cursor.execute("SET standard_conforming_strings = on")
             else:
                 cursor.execute("SELECT VERSION()")
                 if "mariadb" in str(cursor.fetchone()[0]).lower():
@@ -270,7 +280,7 @@ class SqlExecutor:
         budget = self.settings.sql_max_result_chars
         rows: list[list[Any]] = []
         for row in cursor.fetchmany(most):
-            values = [json_value(value) for value in row]
+            values = [_shown(value) for value in row]
             budget -= len(json.dumps(values, ensure_ascii=False, default=str))
             if budget < 0 and rows:
                 return rows, True
@@ -278,9 +288,24 @@ class SqlExecutor:
         return rows, False
 
 
-def _run(connection: Connection, sql: str) -> Any:
+def _run(connection: Connection, sql: str, stream: bool = False) -> Any:
     # No parameters at all: PyMySQL would otherwise %-format the text with an empty tuple.
-    return connection.exec_driver_sql(sql, execution_options={"no_parameters": True})
+    # Streaming (server-side cursor): rows arrive as they are fetched, so a result of huge
+    # rows stops at the size budget instead of being loaded whole into this process.
+    options: dict[str, Any] = {"no_parameters": True}
+    if stream:
+        options.update(stream_results=True, max_row_buffer=100)
+    return connection.exec_driver_sql(sql, execution_options=options)
+
+
+def _shown(value: Any) -> Any:
+    """``json_value`` that never fails: a value too big or too deep for JSON becomes a note."""
+    try:
+        shown = json_value(value)
+        json.dumps(shown, default=str)
+        return shown
+    except (ValueError, RecursionError, OverflowError):
+        return f"<{type(value).__name__} too large or too deeply nested to show>"
 
 
 def json_value(value: Any) -> Any:
@@ -358,6 +383,10 @@ def _sqlite_on_connect(dbapi_connection: sqlite3.Connection) -> None:
     # SQLite's own safety switches: no extension loading, defensive mode where available.
     if hasattr(dbapi_connection, "enable_load_extension"):
         dbapi_connection.enable_load_extension(False)
+    # One value (randomblob(500000000)) cannot outgrow this: the progress handler that
+    # enforces the time limit is never called inside a single function.
+    if hasattr(dbapi_connection, "setlimit"):
+        dbapi_connection.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, _SQLITE_MAX_VALUE_BYTES)
     if hasattr(sqlite3, "SQLITE_DBCONFIG_DEFENSIVE"):
         dbapi_connection.setconfig(sqlite3.SQLITE_DBCONFIG_DEFENSIVE, True)
 

@@ -23,11 +23,20 @@ Decisions:
 * ``current_setting()`` is allowed (it reads what SHOW reads); ``set_config()`` is denied.
   ``nextval()`` is denied in reads (it writes a sequence), allowed in writes.
 * Text that is empty or only comments is a syntax error (KWDB-4001): there is nothing to run.
-* An UPDATE / DELETE whose WHERE names no column (``WHERE 1=1``) counts as unfiltered.
+* An UPDATE / DELETE whose WHERE names no column (``WHERE 1=1``) counts as unfiltered, and so
+  do an upsert fed by a SELECT and an UPDATE / DELETE across several tables (``UPDATE a, b``,
+  ``UPDATE … FROM``, ``DELETE … USING``): their WHERE need not limit the target's rows.
+* PostgreSQL calls ``name(x)`` for ``(x).name`` and, when ``t`` has no such column, for
+  ``t.name``: field selection from an expression is refused, and ``t.name`` when ``name`` is
+  a denied function. ``ts_rewrite`` (like ``query_to_xml``) runs SQL given as a string.
+* Writes to the databases' own catalogs (``pg_catalog``, ``information_schema``, ``mysql``,
+  ``sys``, ``pg_*`` / ``sqlite_*`` tables) are refused (``system_table``); MySQL user
+  variables (``@x``) are refused because they outlive the statement on a pooled connection.
 * The guard is one layer. The executor still runs reads in a read-only transaction with a
   statement timeout, as a least-privileged role, one statement per call, fetching at most
-  ``max_rows``; it keeps PostgreSQL's ``standard_conforming_strings`` and MySQL's backslash
-  escapes at their defaults, which is how sqlglot writes string literals.
+  ``max_rows``; it sets PostgreSQL's ``standard_conforming_strings`` on (with it off a
+  backslash would end a string early) and keeps MySQL's backslash escapes at their default,
+  which is how sqlglot writes string literals.
 """
 
 from __future__ import annotations
@@ -83,6 +92,8 @@ DENIED_FUNCTIONS = frozenset(
         # SQLite: extensions, the shell's and sqlean's file functions, SQL run from a string.
         *("load_extension", "readfile", "writefile", "edit", "fsdir", "zipfile"),
         *("fts3_tokenizer", "eval", "define"),
+        # PostgreSQL: ts_rewrite(query, 'SELECT …') runs SQL given as a string.
+        *("ts_rewrite",),
     }
 )
 DENIED_PREFIXES = (
@@ -113,7 +124,12 @@ DENIED_PREFIXES = (
     "http_",  # the pgsql-http extension: requests from the database server
     "fileio_",  # sqlean's file functions
 )
-_DENIED_IN_READS = frozenset({"nextval"})
+_DENIED_IN_READS = frozenset({"nextval", "txid_current", "pg_current_xact_id"})
+# Schemas (and name prefixes) of the databases' own catalogs: never a write target.
+_SYSTEM_SCHEMAS = frozenset(
+    {"pg_catalog", "pg_toast", "information_schema", "mysql", "performance_schema", "sys"}
+)
+_SYSTEM_TABLE_PREFIXES = ("pg_", "sqlite_")
 
 
 def _classes(*names: str) -> tuple[type[exp.Expr], ...]:
@@ -269,6 +285,7 @@ def check_write(
             statement=word,
         )
     _check_tree(root, write=True)
+    _check_target(root)
     unfiltered = _check_filter(root, allow_unfiltered)
     text = _render(root, dialect)
     _round_trip(text, dialect, type(root), write=True, max_depth=max_depth)
@@ -400,6 +417,26 @@ def _check_tree(root: exp.Expr, *, write: bool) -> None:
             )
         if isinstance(node, exp.Lock):
             raise SqlRejected("locking_clause", "FOR UPDATE / FOR SHARE take row locks.")
+        if isinstance(node, exp.Dot) and isinstance(node.this, exp.Paren):
+            # PostgreSQL reads (value).name as name(value): a function call in disguise.
+            raise SqlRejected(
+                "denied_function",
+                "(expression).name is refused: PostgreSQL would call the function name() "
+                "with the expression.",
+                function=node.name.lower(),
+            )
+        if isinstance(node, exp.Column) and node.table and node.name.lower() in DENIED_FUNCTIONS:
+            # row.name is name(row) in PostgreSQL when the row has no such column.
+            raise SqlRejected(
+                "denied_function",
+                f"{node.sql()} may call the function {node.name}(), which is not allowed here.",
+                function=node.name.lower(),
+            )
+        if isinstance(node, exp.Parameter | exp.PropertyEQ) and node.find(exp.Var) is not None:
+            # @name user variables outlive the statement on a pooled connection (MySQL).
+            raise SqlRejected(
+                "session_variable", "user variables (@name) would stay on a shared connection."
+            )
         if node is not root and isinstance(node, _WRITE_NODES):
             word = node.name.upper() if isinstance(node, exp.Command) else node.key.upper()
             in_cte = node.find_ancestor(exp.CTE) is not None
@@ -428,19 +465,56 @@ def _is_denied(name: str, *, write: bool) -> bool:
     return not write and name in _DENIED_IN_READS
 
 
+def _check_target(root: exp.Expr) -> None:
+    """Refuse writes to the databases' own catalogs (pg_catalog, mysql.user, sqlite_master …)."""
+    target = root.this if isinstance(root.this, exp.Table) else root.find(exp.Table)
+    if target is None:
+        return
+    schema, name = target.db.lower(), target.name.lower()
+    if schema in _SYSTEM_SCHEMAS or name.startswith(_SYSTEM_TABLE_PREFIXES):
+        raise SqlRejected(
+            "system_table",
+            f"{target.sql()} belongs to the database's own catalog; writes there change the "
+            "schema or the server.",
+            table=target.sql(),
+        )
+
+
 def _check_filter(root: exp.Expr, allow_unfiltered: bool) -> bool:
-    """True for an allowed UPDATE / DELETE of every row; raise ``no_where`` if not allowed."""
+    """True for an allowed write of every row; raise ``no_where`` if not allowed.
+
+    Besides UPDATE / DELETE without a WHERE naming a column, two forms can change every row
+    of a table whatever their WHERE says: an upsert fed by a SELECT (``INSERT … SELECT … ON
+    CONFLICT DO UPDATE`` / ``ON DUPLICATE KEY UPDATE`` / ``INSERT OR REPLACE … SELECT``) and
+    an UPDATE / DELETE across several tables (``UPDATE a, b``, ``UPDATE … FROM``,
+    ``DELETE … USING``), whose WHERE may only name the other table.
+    """
     if isinstance(root, exp.Insert):
-        return False
-    where = root.args.get("where")
-    if where is not None and where.find(exp.Column) is not None:
-        return False
+        source = root.args.get("expression")
+        upsert = root.args.get("conflict") is not None or root.args.get("alternative")
+        if not (upsert and isinstance(source, exp.Query)):
+            return False
+        reason = "an upsert fed by a SELECT can overwrite every row of the table."
+    else:
+        target = root.this
+        several = (
+            root.args.get("from_") is not None
+            or bool(root.args.get("using"))
+            or bool(root.args.get("tables"))
+            or bool(root.args.get("joins"))
+            or (isinstance(target, exp.Table) and bool(target.args.get("joins")))
+        )
+        where = root.args.get("where")
+        if not several and where is not None and where.find(exp.Column) is not None:
+            return False
+        reason = (
+            f"{root.key.upper()} across several tables can change rows its WHERE does not name."
+            if several
+            else f"{root.key.upper()} without a WHERE naming a column would change every row."
+        )
     if allow_unfiltered:
         return True
-    raise SqlRejected(
-        "no_where",
-        f"{root.key.upper()} without a WHERE naming a column would change every row.",
-    )
+    raise SqlRejected("no_where", reason)
 
 
 def _bound_rows(
@@ -482,6 +556,8 @@ def _bound_rows(
 
 def _int_literal(node: exp.Expr | None) -> int | None:
     if isinstance(node, exp.Literal) and not node.is_string and node.name.isdigit():
+        if len(node.name) > 18:  # far over any max_rows; int() would refuse 4,300+ digits
+            return None
         return int(node.name)
     return None
 
