@@ -1,7 +1,8 @@
 """Where a user's first question should land in the shipped knowledge trees.
 
 ``MATCH_CASES`` rows are (user query, tree id, node id): the node ``initiate_session`` should
-start on, ranked first by ``Matcher(entry_candidates(trees))`` over both shipped trees. The
+start on, ranked first by ``Matcher(entry_candidates(trees))`` over both shipped trees with
+a score the engine accepts (0.25, below it the engine falls back to a root). The
 Chinese tree (``tech-investment``) is asked in Chinese, English and Russian; its nodes carry
 keywords in all three. ``FALLBACK_CASES`` are questions no tree is about: their best score must
 stay below the engine's fallback threshold.
@@ -16,7 +17,11 @@ INGESTION_CASES: list[tuple[str, str, str]] = [
     ("Something is wrong with my uploaded documents", INGEST, "root"),
     ("My upload has been stuck in processing since this morning", INGEST, "node_processing"),
     ("The content endpoint keeps answering 202, is that normal?", INGEST, "node_processing"),
-    ("None of my documents get processed, every new upload stays queued", INGEST, "node_no_workers"),
+    (
+        "None of my documents get processed, every new upload stays queued",
+        INGEST,
+        "node_no_workers",
+    ),
     ("Is a Celery worker running at all? Flower shows no workers", INGEST, "node_no_workers"),
     ("Ingesting a batch of 10,000 files is very slow, how can I speed it up?", INGEST, "node_slow"),
     ("Why does reading the document give me a 409 error?", INGEST, "node_failed"),
@@ -117,6 +122,7 @@ FALLBACK_CASES: list[str] = [
     "what's the weather tomorrow",
     "how do I cook pasta al dente",
     "recommend a good movie for tonight",
+    "How do I upload photos to Instagram?",
     "今天天气怎么样",
     "帮我写一首关于春天的诗",
     "Какая завтра погода в Москве?",
