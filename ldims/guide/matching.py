@@ -12,6 +12,7 @@ matches come from authors' keywords (a Chinese node lists ``AI`` and ``иску�
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -19,7 +20,21 @@ from indexer.analysis import keyword_analyzer
 from ldims.guide.trees import Node, Tree
 
 WEIGHTS = {"keywords": 3.0, "title": 2.0, "response": 1.0, "options": 0.5}
+# Parts of an identifier keyword (LDIMS_TASK_SOFT_TIME_LIMIT_SECONDS → time, limit …) match
+# at this weight: a question about "time" is not about that setting.
+PART_WEIGHT = 0.5
+# Words of a question that say nothing about its topic (the analyzer keeps them: in documents
+# they can matter). Dropped before scoring, so a long polite question is not penalised.
+FILLER = frozenset(
+    {
+        *("想", "想要", "了解", "一下", "怎么样", "怎么", "如何", "请问", "请", "什么", "哪些"),
+        *("哪个", "可以", "能否", "能不能", "知道", "告诉", "我们", "你们", "有没有", "关于"),
+        *("pleas", "tell", "know", "want", "need", "question", "explain"),
+        *("подскаж", "расскаж", "хоч", "хотел", "нужн", "пожалуйст", "узна", "объясн"),
+    }
+)
 _ANALYZER = keyword_analyzer()
+_IDENTIFIER = re.compile(r"[_.0-9]")
 
 
 @dataclass(frozen=True)
@@ -42,8 +57,12 @@ def _profile(node: Node, tree: Tree | None = None) -> dict[str, float]:
     }
     weights: dict[str, float] = {}
     for name, text in fields.items():
-        for term in terms(text):
-            weights[term] = max(weights.get(term, 0.0), WEIGHTS[name])
+        for word in text.split():
+            found = terms(word)
+            identifier = len(found) > 1 and word.isascii() and _IDENTIFIER.search(word)
+            for position, term in enumerate(found):
+                weight = PART_WEIGHT if identifier and position else WEIGHTS[name]
+                weights[term] = max(weights.get(term, 0.0), weight)
     return weights
 
 
@@ -66,7 +85,7 @@ class Matcher:
 
     def rank(self, query: str) -> list[Match]:
         """Candidates by score, best first (ties: the order they were given in)."""
-        query_terms = list(dict.fromkeys(terms(query)))
+        query_terms = [t for t in dict.fromkeys(terms(query)) if t not in FILLER]
         if not query_terms:
             return []
         best = sum(self.idf.get(t, self.unknown_idf) for t in query_terms) * WEIGHTS["keywords"]
