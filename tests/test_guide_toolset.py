@@ -241,7 +241,7 @@ def test_a_broken_edit_keeps_the_last_good_tree(settings: Settings, server: Ldim
     assert state(navigate(server, session, "yes"))["node_id"] == "printer_on"
 
 
-def _walk_all_paths(server: LdimsMCP, tree_id: str, root_query: str) -> int:
+async def _walk_all_paths(client: Client, tree_id: str, root_query: str) -> int:
     """Follow every option of every step from the root; each path must end."""
     tree = next(
         load_tree(p)
@@ -249,59 +249,73 @@ def _walk_all_paths(server: LdimsMCP, tree_id: str, root_query: str) -> int:
         if p.suffix in (".yaml", ".yml", ".json") and load_tree(p).id == tree_id
     )
     completed = 0
-
-    async def walk() -> None:
-        nonlocal completed
-        async with Client(server) as client:
-            stack: list[list[str]] = [[]]
-            while stack:
-                path = stack.pop()
-                first = await client.call_tool("initiate_session", {"user_query": root_query})
-                current = state(first)
-                assert current["tree_id"] == tree_id and current["node_id"] == tree.root
-                for option in path:
-                    current = state(
-                        await client.call_tool(
-                            "navigate_session",
-                            {"session_id": current["session_id"], "selected_option_id": option},
-                        )
-                    )
-                if current["is_complete"]:
-                    completed += 1
-                    continue
-                assert current["options"], current
-                visited = len(path)
-                for option in current["options"]:
-                    if option["id"] in ("back", "end") or visited > 12:
-                        continue
-                    stack.append([*path, option["id"]])
-
-    run(walk())
+    stack: list[list[str]] = [[]]
+    while stack:
+        path = stack.pop()
+        current = state(await client.call_tool("initiate_session", {"user_query": root_query}))
+        assert current["tree_id"] == tree_id and current["node_id"] == tree.root
+        for option in path:
+            arguments = {"session_id": current["session_id"], "selected_option_id": option}
+            current = state(await client.call_tool("navigate_session", arguments))
+        if current["is_complete"]:
+            completed += 1
+            continue
+        assert current["options"], current
+        for option in current["options"]:
+            if option["id"] not in ("back", "end") and len(path) <= 12:
+                stack.append([*path, option["id"]])
     return completed
 
 
-@pytest.mark.parametrize(
-    ("tree_id", "root_query"),
-    [("tech-investment", "科技行业投资咨询"), ("ingestion-troubleshooting", "ingestion failure")],
-)
-def test_every_path_of_the_shipped_trees_ends(
-    tmp_path: Path, shared_redis: RedisServer, tree_id: str, root_query: str
-) -> None:
-    settings = Settings(
+SHIPPED = [
+    ("tech-investment", "科技行业投资咨询"),
+    ("ingestion-troubleshooting", "ingestion failure"),
+]
+
+
+@pytest.fixture
+def walk_settings(tmp_path: Path, shared_redis: RedisServer) -> Settings:
+    return Settings(
         data_dir=tmp_path / "data",
         redis_url=shared_redis.url,
         redis_key_prefix=f"t{uuid.uuid4().hex[:8]}:",
         guide_match_threshold=1.0,  # always the root: the walk starts at the top
     )
-    services = build_services(settings)
-    server = build_mcp_server(services)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_every_path_of_the_shipped_trees_ends_over_http(walk_settings: Settings, mode: str) -> None:
+    api = ApiServer(walk_settings).start()
+
+    async def walk() -> list[int]:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(f"{api.url}/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+        ):
+            # The root query must choose the right tree even though it falls back to the root.
+            return [await _walk_all_paths(client, tree, query) for tree, query in SHIPPED]
+
     try:
-        # The root query must choose the right tree even though it falls back to the root.
-        assert _walk_all_paths(server, tree_id, root_query) >= 3
+        completed = run(walk())
     finally:
-        server.close()
-        services.dispatcher.close()
-        services.catalog.dispose()
+        api.stop()
+    assert all(count >= 3 for count in completed), completed
+
+
+def test_every_path_of_the_shipped_trees_ends_over_stdio(walk_settings: Settings) -> None:
+    env = settings_env(walk_settings)
+    env["LDIMS_GUIDE_MATCH_THRESHOLD"] = "1.0"
+    env["LDIMS_REDIS_KEY_PREFIX"] = walk_settings.redis_key_prefix
+    parameters = StdioServerParameters(
+        command=sys.executable, args=["-m", "ldims.cli.main", "mcp"], env=env
+    )
+
+    async def walk() -> list[int]:
+        async with Client(parameters) as client:
+            return [await _walk_all_paths(client, tree, query) for tree, query in SHIPPED]
+
+    completed = run(walk())
+    assert all(count >= 3 for count in completed), completed
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

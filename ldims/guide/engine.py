@@ -74,6 +74,7 @@ class GuideEngine:
         self.match_threshold = match_threshold
         self.find_documents = find_documents
         self._matchers: dict[tuple[str, ...], Matcher] = {}
+        self._subtree_matchers: dict[tuple[str, str], Matcher] = {}
 
     # --- the two tools ---------------------------------------------------------------------
     def initiate(self, tenant: str, user_query: str) -> dict[str, Any]:
@@ -166,8 +167,7 @@ class GuideEngine:
             raise InvalidInput(
                 field="user_input", issue="provide_more_info needs the user's words in user_input"
             )
-        candidates = subtree_candidates(tree, record.node_id)
-        ranked = Matcher(candidates).rank(user_input) if candidates else []
+        ranked = self._subtree_matcher(tree, record.node_id).rank(user_input)
         if not ranked or ranked[0].score < self.match_threshold:
             record.record_step("provide_more_info", matched=False)
             return self._text(tree, "no_match")
@@ -236,6 +236,16 @@ class GuideEngine:
 
     def _text(self, tree: Tree, name: str) -> str:
         return tree.texts.get(name) or DEFAULT_TEXTS.get(tree.language, DEFAULT_TEXTS["en"])[name]
+
+    def _subtree_matcher(self, tree: Tree, node_id: str) -> Matcher:
+        key = (f"{tree.id}@{tree.version}", node_id)
+        matcher = self._subtree_matchers.get(key)
+        if matcher is None:
+            matcher = Matcher(subtree_candidates(tree, node_id))
+            if len(self._subtree_matchers) >= 1024:  # bounded: trees are edited over time
+                self._subtree_matchers.clear()
+            self._subtree_matchers[key] = matcher
+        return matcher
 
     def _entry_matcher(self, trees: list[Tree]) -> Matcher:
         key = tuple(f"{tree.id}@{tree.version}" for tree in trees)
