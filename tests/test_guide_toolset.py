@@ -383,3 +383,43 @@ def test_guide_validate_reports_file_and_line(tmp_path: Path) -> None:
     (folder / "broken.yaml").write_text(TREE)
     fixed = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert fixed.returncode == 0 and "0 error(s), 0 warning(s)" in fixed.stdout
+
+
+def test_back_end_bad_options_and_tenants_over_http(settings: Settings) -> None:
+    async def calls(url: str) -> list[Any]:
+        async def client_for(tenant: str) -> tuple[Any, Any]:
+            http = httpx2.AsyncClient(timeout=30, headers={"X-LDIMS-Tenant": tenant})
+            client = Client(streamable_http_client(f"{url}/mcp", http_client=http))  # type: ignore[arg-type]
+            return http, client
+
+        http_a, client_a = await client_for("acme")
+        http_b, client_b = await client_for("globex")
+        async with http_a, http_b, client_a as a, client_b as b:
+            first = state(await a.call_tool("initiate_session", {"user_query": "printer toner"}))
+            session = first["session_id"]
+
+            def step(option: str) -> dict[str, Any]:
+                return {"session_id": session, "selected_option_id": option}
+
+            return [
+                first,
+                await a.call_tool("navigate_session", step("maybe")),
+                await b.call_tool("navigate_session", step("yes")),
+                await a.call_tool("navigate_session", step("yes")),
+                await a.call_tool("navigate_session", step("back")),
+                await a.call_tool("navigate_session", step("end")),
+                await a.call_tool("navigate_session", step("back")),
+            ]
+
+    api = ApiServer(settings).start()
+    try:
+        first, bad, foreign, leaf, back, ended, after_end = run(calls(api.url))
+    finally:
+        api.stop()
+    assert first["node_id"] == "printers"
+    assert error(bad)["errorCode"] == "INVALID_OPTION"
+    assert error(foreign)["errorCode"] == "FORBIDDEN"
+    assert state(leaf)["is_complete"] is True
+    assert state(back)["node_id"] == "printers"
+    assert state(ended)["is_complete"] is True
+    assert error(after_end)["errorCode"] == "SESSION_COMPLETE"
