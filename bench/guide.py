@@ -60,7 +60,6 @@ import logging
 import os
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -78,6 +77,15 @@ import psutil
 import redis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_load import (
+    busy_seconds,
+    error_code,
+    errors_text,
+    per_call,
+    stop_process,
+    stop_server,
+    wait_ready,
+)
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
 
@@ -171,16 +179,6 @@ def start_redis(work_dir: Path, timeout: float = 10.0) -> Redis:
     raise RuntimeError(f"redis-server did not answer on port {port} within {timeout:.0f}s")
 
 
-def stop_process(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(10)
-
-
 def serve(data_dir: Path, port: int, redis_url: str) -> None:
     """``--serve``: the LDIMS app plus an ``echo`` tool under uvicorn (the child process)."""
     import uvicorn
@@ -202,31 +200,6 @@ def start_server(data_dir: Path, redis_url: str) -> Server:
     command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--data-dir"]
     command += [str(data_dir), "--port", str(port), "--redis-url", redis_url]
     return launch(command, data_dir, f"http://127.0.0.1:{port}/mcp")
-
-
-async def wait_ready(server: Server, timeout: float = 60.0) -> list[str]:
-    """The tool names, once an SDK client could connect and list them."""
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(
-                f"server exited with {server.process.returncode}:\n{server.log_tail()}"
-            )
-        try:
-            async with (
-                httpx2.AsyncClient(headers={TENANT_HEADER: TENANT}, timeout=10) as http,
-                Client(streamable_http_client(server.url, http_client=http)) as client,
-            ):
-                return [tool.name for tool in (await client.list_tools()).tools]
-        except Exception as exc:  # not listening yet
-            last = f"{type(exc).__name__}: {exc}"
-        await anyio.sleep(0.25)
-    raise RuntimeError(f"server not ready after {timeout:.0f}s (last: {last})\n{server.log_tail()}")
-
-
-def stop_server(server: Server) -> None:
-    stop_process(server.process)
 
 
 def log_problems(server: Server) -> Counter[str]:
@@ -281,13 +254,6 @@ class Phase:
         return len(self.calls(tool).latencies) / self.wall if self.wall else 0.0
 
 
-def busy_seconds() -> float:
-    """CPU seconds the machine's processes have used (all CPUs, since boot; no steal)."""
-    times = psutil.cpu_times()
-    fields = ("user", "nice", "system", "irq", "softirq")  # guest time is inside user/nice
-    return float(sum(getattr(times, name, 0.0) for name in fields))
-
-
 def cpu_of(process: psutil.Process) -> float:
     times = process.cpu_times()
     return float(times.user + times.system)
@@ -324,14 +290,6 @@ def next_step(rng: random.Random, state: dict[str, Any]) -> tuple[str, str | Non
 
 def action_name(option: str) -> str:
     return option if option in ("back", "provide_more_info") else "option"
-
-
-def error_code(result: Any) -> str:
-    structured = result.structured_content or {}
-    if isinstance(structured, dict) and structured.get("errorCode"):
-        return str(structured["errorCode"])
-    text = result.content[0].text if result.content else ""
-    return f"isError: {text[:60]}"
 
 
 async def timed_call(
@@ -403,7 +361,7 @@ async def mcp_phase(
 
 
 async def run_mcp(server: Server, args: argparse.Namespace, redis_pid: int) -> list[Phase]:
-    tools = await wait_ready(server)
+    tools = await wait_ready(server, TENANT)
     missing = {INITIATE, NAVIGATE, ECHO} - set(tools)
     if missing:
         raise RuntimeError(f"the server does not offer {sorted(missing)}; it has {tools}")
@@ -506,13 +464,6 @@ COST_HEADER = [
 ]
 
 
-def errors_text(errors: Counter[str]) -> str:
-    total = sum(errors.values())
-    if not total:
-        return "0"
-    return f"{total} ({', '.join(f'{code} {n}' for code, n in errors.most_common())})"
-
-
 def row(name: str, phase: Phase, tool: str) -> list[str]:
     calls = phase.calls(tool)
     return [
@@ -525,10 +476,6 @@ def row(name: str, phase: Phase, tool: str) -> list[str]:
         ms(percentile(calls.latencies, 99)),
         errors_text(calls.errors),
     ]
-
-
-def per_call(seconds: float | None, calls: int) -> str:
-    return f"{seconds / calls * 1000:.2f}" if calls and seconds is not None else DASH
 
 
 def cost_row(name: str, phase: Phase) -> list[str]:

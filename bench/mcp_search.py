@@ -83,8 +83,6 @@ import os
 import random
 import re
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -101,6 +99,7 @@ import psutil
 import rjieba
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_load import busy_seconds, error_code, errors_text, per_call, stop_server, wait_ready
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
 
@@ -449,37 +448,6 @@ def start_server(data_dir: Path) -> Server:
     return launch(command, data_dir, f"http://127.0.0.1:{port}/mcp")
 
 
-async def wait_ready(server: Server, mode: str, timeout: float = 60.0) -> list[str]:
-    """The tool names, once an SDK client could connect and list them."""
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(
-                f"server exited with {server.process.returncode}:\n{server.log_tail()}"
-            )
-        try:
-            async with (
-                httpx2.AsyncClient(headers={TENANT_HEADER: TENANT}, timeout=10) as http,
-                Client(streamable_http_client(server.url, http_client=http), mode=mode) as client,
-            ):
-                return [tool.name for tool in (await client.list_tools()).tools]
-        except Exception as exc:  # not listening yet
-            last = f"{type(exc).__name__}: {exc}"
-        await anyio.sleep(0.25)
-    raise RuntimeError(f"server not ready after {timeout:.0f}s (last: {last})\n{server.log_tail()}")
-
-
-def stop_server(server: Server) -> None:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            server.process.wait(15)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(10)
-
-
 # --- the load ----------------------------------------------------------------------------------
 
 
@@ -507,14 +475,6 @@ class Phase:
         return self.calls / self.wall if self.wall else 0.0
 
 
-def error_code(result: Any) -> str:
-    structured = result.structured_content or {}
-    if isinstance(structured, dict) and structured.get("errorCode"):
-        return str(structured["errorCode"])
-    text = result.content[0].text if result.content else ""
-    return f"isError: {text[:60]}"
-
-
 async def call_loop(
     client: Client, tool: str, calls: list[dict[str, Any]], first: int, end: float, phase: Phase
 ) -> None:
@@ -539,13 +499,6 @@ async def call_loop(
             execution = structured.get("searchMetadata", {}).get("executionTime", "")
             with contextlib.suppress(ValueError):
                 phase.search_times.append(float(execution.rstrip("s")))
-
-
-def busy_seconds() -> float:
-    """CPU seconds the machine's processes have used (all CPUs, since boot; no steal)."""
-    times = psutil.cpu_times()
-    fields = ("user", "nice", "system", "irq", "softirq")  # guest time is inside user/nice
-    return float(sum(getattr(times, name, 0.0) for name in fields))
 
 
 async def run_phase(
@@ -576,7 +529,7 @@ async def run_phase(
 async def run_load(
     server: Server, args: argparse.Namespace, queries: list[dict[str, Any]]
 ) -> tuple[list[Phase], list[str], str]:
-    tools = await wait_ready(server, args.mode)
+    tools = await wait_ready(server, TENANT, args.mode)
     missing = {"echo", "searchDocuments"} - set(tools)
     if missing:
         raise RuntimeError(f"the server does not offer {sorted(missing)}; it has {tools}")
@@ -655,13 +608,6 @@ COST_HEADER = [
 ]
 
 
-def errors_text(errors: Counter[str]) -> str:
-    total = sum(errors.values())
-    if not total:
-        return "0"
-    return f"{total} ({', '.join(f'{code} {n}' for code, n in errors.most_common())})"
-
-
 def phase_row(phase: Phase) -> list[str]:
     return [
         f"`{phase.tool}`",
@@ -690,10 +636,6 @@ def baseline_row(baseline: Baseline) -> list[str]:
         ms(percentile(baseline.latencies, 99)),
         f"{baseline.unprocessable} unprocessable" if baseline.unprocessable else "0",
     ]
-
-
-def per_call(seconds: float, calls: int) -> str:
-    return f"{seconds / calls * 1000:.2f}" if calls else DASH
 
 
 def hits_cells(hits: list[int]) -> list[str]:

@@ -66,8 +66,6 @@ import os
 import random
 import secrets
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -85,6 +83,7 @@ import psutil
 import psycopg
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp_load import busy_seconds, error_code, errors_text, per_call, stop_server, wait_ready
 from psycopg import sql as pgsql
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
@@ -206,37 +205,6 @@ def start_server(data_dir: Path, sql_url: str, pool_size: int | None) -> Server:
     return launch(command, data_dir, f"http://127.0.0.1:{port}/mcp")
 
 
-async def wait_ready(server: Server, timeout: float = 60.0) -> list[str]:
-    """The tool names, once an SDK client could connect and list them."""
-    deadline = time.monotonic() + timeout
-    last = "no answer"
-    while time.monotonic() < deadline:
-        if server.process.poll() is not None:
-            raise RuntimeError(
-                f"server exited with {server.process.returncode}:\n{server.log_tail()}"
-            )
-        try:
-            async with (
-                httpx2.AsyncClient(headers={TENANT_HEADER: TENANT}, timeout=10) as http,
-                Client(streamable_http_client(server.url, http_client=http)) as client,
-            ):
-                return [tool.name for tool in (await client.list_tools()).tools]
-        except Exception as exc:  # not listening yet
-            last = f"{type(exc).__name__}: {exc}"
-        await anyio.sleep(0.25)
-    raise RuntimeError(f"server not ready after {timeout:.0f}s (last: {last})\n{server.log_tail()}")
-
-
-def stop_server(server: Server) -> None:
-    if server.process.poll() is None:
-        server.process.send_signal(signal.SIGTERM)
-        try:
-            server.process.wait(15)
-        except subprocess.TimeoutExpired:
-            server.process.kill()
-            server.process.wait(10)
-
-
 # --- phases ------------------------------------------------------------------------------------
 
 
@@ -262,13 +230,6 @@ class Phase:
     @property
     def rate(self) -> float:
         return self.calls / self.wall if self.wall else 0.0
-
-
-def busy_seconds() -> float:
-    """CPU seconds the machine's processes have used (all CPUs, since boot; no steal)."""
-    times = psutil.cpu_times()
-    fields = ("user", "nice", "system", "irq", "softirq")  # guest time is inside user/nice
-    return float(sum(getattr(times, name, 0.0) for name in fields))
 
 
 def backend_cpu(database: str) -> dict[int, float]:
@@ -299,14 +260,6 @@ def measured(phase: Phase, database: str, server: psutil.Process | None = None) 
     if server is not None and server_before is not None:
         after = server.cpu_times()
         phase.server_cpu = after.user + after.system - server_before.user - server_before.system
-
-
-def error_code(result: Any) -> str:
-    structured = result.structured_content or {}
-    if isinstance(structured, dict) and structured.get("errorCode"):
-        return str(structured["errorCode"])
-    text = result.content[0].text if result.content else ""
-    return f"isError: {text[:60]}"
 
 
 async def mcp_loop(
@@ -353,7 +306,7 @@ async def mcp_phase(
 async def run_mcp(
     server: Server, args: argparse.Namespace, queries: list[str], database: str
 ) -> Phase:
-    tools = await wait_ready(server)
+    tools = await wait_ready(server, TENANT)
     if TOOL not in tools:
         raise RuntimeError(f"the server does not offer {TOOL}; it has {tools}")
     process = psutil.Process(server.process.pid)
@@ -473,13 +426,6 @@ COST_HEADER = [
 ]
 
 
-def errors_text(errors: Counter[str]) -> str:
-    total = sum(errors.values())
-    if not total:
-        return "0"
-    return f"{total} ({', '.join(f'{code} {n}' for code, n in errors.most_common())})"
-
-
 def row(phase: Phase) -> list[str]:
     return [
         phase.name,
@@ -491,10 +437,6 @@ def row(phase: Phase) -> list[str]:
         ms(percentile(phase.latencies, 99)),
         errors_text(phase.errors),
     ]
-
-
-def per_call(seconds: float | None, calls: int) -> str:
-    return f"{seconds / calls * 1000:.2f}" if calls and seconds is not None else DASH
 
 
 def cost_row(phase: Phase) -> list[str]:
