@@ -166,7 +166,7 @@ class Settings(BaseSettings):
 
     # --- MCP -----------------------------------------------------------------------------
     toolsets: list[str] = Field(
-        default=["documents", "sql", "guide"],
+        default_factory=lambda: list(BUILT_TOOLSETS),
         description='MCP toolsets to serve (JSON list): "documents", "sql", "guide". By default '
         'every built one whose requirements are set ("sql" needs LDIMS_SQL_URL).',
     )
@@ -219,7 +219,8 @@ class Settings(BaseSettings):
         default=30.0,
         gt=0,
         description="Statement time limit, enforced by the database (statement_timeout, "
-        "max_statement_time / max_execution_time; SQLite: a progress handler).",
+        "MariaDB max_statement_time, MySQL max_execution_time — SELECTs only; SQLite: a "
+        "progress handler).",
     )
     sql_connect_timeout_seconds: float = Field(
         default=5.0, gt=0, description="Time allowed for one connection attempt."

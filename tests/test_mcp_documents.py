@@ -157,6 +157,8 @@ def test_tools_and_resource_templates_are_listed_with_schemas(corpus: Stack, mod
                 "getDocumentStatus",
                 "ingestDocument",
                 "deleteDocument",
+                "initiate_session",  # the guide toolset is on by default too
+                "navigate_session",
             }
             search = tools["searchDocuments"]
             schema = search.input_schema
@@ -183,7 +185,12 @@ def test_write_tools_are_off_by_default(tmp_path: Path, shared_redis: RedisServe
         async with Client(build_mcp_server(services)) as client:
             return {tool.name for tool in (await client.list_tools()).tools}
 
-    assert run(names()) == {"searchDocuments", "getDocumentStatus"}
+    assert run(names()) == {
+        "searchDocuments",
+        "getDocumentStatus",
+        "initiate_session",
+        "navigate_session",
+    }
     services.catalog.dispose()
 
 

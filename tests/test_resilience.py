@@ -161,10 +161,13 @@ def test_a_duplicate_delivery_of_a_held_document_is_dropped(
         with pipeline.heartbeat(rt, doc_id, sha):
             time.sleep(3 * pipeline.heartbeat_seconds(settings))
             assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is False
-        # ...and once it stops beating (killed), the next delivery takes the document over.
+        # A message the broker gave back (its holder died) takes the document over at once.
+        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True, redelivered=True)
+        assert _attempts(settings, [doc_id]) == [2]
+        # And once the heartbeats stop (a lost message), a fresh delivery takes it over too.
         with rt.catalog.session() as session:
             repository.get_document(session, doc_id).status_changed_at = utcnow() - timedelta(
                 seconds=2 * pipeline.heartbeat_seconds(settings)
             )
         assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is True
-    assert _attempts(settings, [doc_id]) == [2]
+    assert _attempts(settings, [doc_id]) == [3]

@@ -74,3 +74,10 @@ def test_the_sql_toolset_is_on_by_default_only_with_a_database() -> None:
     with_url = Settings(sql_url="postgresql://reader@db/shop")
     assert with_url.toolsets == ["documents", "sql", "guide"]
     assert "reader@db" not in repr(with_url)  # the URL may hold a password: a secret
+
+
+def test_every_built_toolset_has_a_registration() -> None:
+    from api.mcp import TOOLSETS
+    from ldims.settings import BUILT_TOOLSETS
+
+    assert set(TOOLSETS) == set(BUILT_TOOLSETS)

@@ -124,21 +124,24 @@ def heartbeat(rt: Runtime, document_id: str, sha256: str) -> Iterator[None]:
         thread.join()
 
 
-def run_extract(rt: Runtime, document_id: str, sha256: str, first_delivery: bool) -> bool:
+def run_extract(
+    rt: Runtime, document_id: str, sha256: str, first_delivery: bool, redelivered: bool = False
+) -> bool:
     """Extract the version ``sha256``; True when it is ready to be indexed.
 
     ``first_delivery`` is False for Celery's own retries of this task (they continue an
-    attempt already counted). Any other delivery finding the document held by a live
-    worker is a duplicate — the reconciler's re-drive of a document that was only waiting,
-    or a long task redelivered after the visibility timeout — and is dropped, so waiting
-    never counts as an interrupted attempt.
+    attempt already counted). ``redelivered`` marks a message the broker gave back because
+    its holder died (a worker child killed, a whole worker restarted): it takes the document
+    over at once. A fresh message finding the document held by a live worker (heartbeat
+    recent) is a duplicate — the reconciler's re-drive of a document that was only slow —
+    and is dropped, so waiting never counts as an interrupted attempt.
     """
     with rt.catalog.session() as session:
         document = repository.get_document(session, document_id)
         if document is None or not _current(document, sha256):
             log.info("extract %s: nothing to do (deleted, replaced or final)", document_id)
             return False
-        if first_delivery and _held_by_a_live_worker(rt, document):
+        if first_delivery and not redelivered and _held_by_a_live_worker(rt, document):
             log.info("extract %s: duplicate delivery, a live worker holds it", document_id)
             return False
         if first_delivery and document.attempts >= rt.settings.max_attempts:
@@ -225,7 +228,12 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
     blob, head = fetch_to_store(url, rt.settings, rt.blobs)
     with rt.catalog.session() as session:
         document = repository.get_document(session, document_id)
-        if document is None or document.sha256 is not None or document.source_url != url:
+        if (
+            document is None
+            or document.sha256 is not None
+            or document.source_url != url
+            or DocumentStatus(document.status).is_final  # failed meanwhile (a duplicate fetch)
+        ):
             return None
         document.sha256 = blob.sha256
         document.size = blob.size

@@ -5,8 +5,11 @@ timeout, when Redis lost a queued message (the embedded one is persisted, a prod
 one may not be) or when the API recorded an upload but could not publish its task.
 Documents queued or processing without progress for ``stuck_after_seconds`` are sent
 again to the stage they need; after ``max_attempts`` they end ``failed``. A document
-whose stage queue still holds messages is waiting in line, not stuck: it is left alone
-until that queue drains (a worker holding a document keeps it fresh with heartbeats).
+waiting in line (queued, or extracted and waiting for the index) while its stage queue still
+holds messages is not stuck: it is left alone until that queue drains or it has waited a
+whole visibility timeout. A document being extracted is kept fresh by its holder's
+heartbeats; when the holder dies the broker gives its message back (redelivered), and a
+lost message is re-driven here once the heartbeats stop.
 """
 
 from __future__ import annotations
@@ -41,12 +44,17 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
     """
     report = ReconcileReport()
     cutoff = utcnow() - timedelta(seconds=rt.settings.stuck_after_seconds)
+    patience = utcnow() - timedelta(seconds=rt.settings.broker_visibility_timeout_seconds)
     with rt.catalog.session() as session:
         for document in repository.stuck_documents(session, cutoff):
             extracted = document.sha256 is not None and rt.extracts.exists(
                 document.sha256, document.format or ""
             )
-            if (INDEX_QUEUE if extracted else EXTRACT_QUEUE) in busy_queues:
+            # Waiting in line (queued, or extracted and waiting for the index) while that
+            # queue still holds messages: not stuck — unless it has waited implausibly long.
+            waiting = document.status == DocumentStatus.QUEUED.value or extracted
+            queue = INDEX_QUEUE if extracted else EXTRACT_QUEUE
+            if waiting and queue in busy_queues and document.status_changed_at > patience:
                 continue
             if document.attempts >= rt.settings.max_attempts:
                 repository.fail(

@@ -79,7 +79,9 @@ def fetch(self: Task, document_id: str, url: str) -> None:
 @app.task(bind=True, base=PipelineTask, name="ldims.extract", **_RETRY)
 def extract(self: Task, document_id: str, sha256: str) -> None:
     first_delivery = self.request.retries == 0
-    if pipeline.run_extract(pipeline.runtime(), document_id, sha256, first_delivery):
+    # kombu marks a message it gave back (holder died, visibility timeout) as redelivered.
+    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    if pipeline.run_extract(pipeline.runtime(), document_id, sha256, first_delivery, redelivered):
         _send(index, document_id, sha256)
 
 

@@ -293,11 +293,11 @@ def register(server: LdimsMCP) -> None:
         mime_type="text/plain",
     )
     def extracted_content(document_id: str) -> str:
-        raise RuntimeError("served by LdimsMCP.read_resource")  # pragma: no cover
+        raise RuntimeError("served by LdimsMCP.read_resource")  # readers take every ldims:// URI
 
     @server.resource(PAGES_URI, name="pages", description=PAGES_DESCRIPTION, mime_type="text/plain")
     def pages(document_id: str, range: str) -> str:  # noqa: A002 (the template's name)
-        raise RuntimeError("served by LdimsMCP.read_resource")  # pragma: no cover
+        raise RuntimeError("served by LdimsMCP.read_resource")  # readers take every ldims:// URI
 
     server.add_resource_reader(rf"ldims://docs/{_DOCUMENT}/extracted_content", _read_extracted)
     server.add_resource_reader(rf"ldims://docs/{_DOCUMENT}/pages/(?P<range>[^/]+)", _read_pages)

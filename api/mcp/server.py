@@ -47,6 +47,8 @@ from ldims.errors import (
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# URI schemes whose resources are all served by readers (never by the SDK's templates).
+_OWN_SCHEMES = frozenset({"ldims", "kwdb"})
 ResourceReader = Callable[["LdimsMCP", str, dict[str, str]], Iterable[ReadResourceContents]]
 
 
@@ -153,6 +155,11 @@ class LdimsMCP(MCPServer):
             except Exception as exc:
                 log.error("MCP resource read failed", exc_info=exc)
                 raise resource_error(BackendError()) from None
+        if text.split("://", 1)[0] in _OWN_SCHEMES:
+            # One of our templates, but not a URI its reader accepts (a bad id or name).
+            raise resource_error(
+                InvalidInput(f"No resource has the URI {text[:200]!r}.", field="uri")
+            )
         return await super().read_resource(uri, context)
 
     # --- instructions ----------------------------------------------------------------------

@@ -78,10 +78,7 @@ def register(server: LdimsMCP) -> None:
     server.on_close(executor.dispose)
 
     def caller(ctx: Context | None) -> str:
-        tenant = server.tenant(ctx)
-        if settings.sql_allowed_tenants and tenant not in settings.sql_allowed_tenants:
-            raise Forbidden("This tenant may not use the sql toolset.", tenant=tenant)
-        return tenant
+        return allowed(settings.sql_allowed_tenants, server.tenant(ctx))
 
     @server.tool(
         name="read-query",
@@ -143,14 +140,19 @@ def register(server: LdimsMCP) -> None:
             text += "\n\n" + markdown_table(result.returned)
         return _tool_result(output, text)
 
-    _register_resources(server, executor, caller)
+    _register_resources(server, executor)
     _register_prompts(server, load_prompts(settings.sql_prompts_dir))
 
 
-def _register_resources(
-    server: LdimsMCP, executor: SqlExecutor, caller: Callable[[Context | None], str]
-) -> None:
-    allowed = server.services.settings.sql_allowed_tenants
+def allowed(tenants: list[str], tenant: str) -> str:
+    """``tenant``, when ``LDIMS_SQL_ALLOWED_TENANTS`` is empty or lists it; else FORBIDDEN."""
+    if tenants and tenant not in tenants:
+        raise Forbidden("This tenant may not use the sql toolset.", tenant=tenant)
+    return tenant
+
+
+def _register_resources(server: LdimsMCP, executor: SqlExecutor) -> None:
+    tenants = server.services.settings.sql_allowed_tenants
 
     @server.resource(
         PRODUCT_URI,
@@ -159,7 +161,7 @@ def _register_resources(
         mime_type="application/json",
     )
     def product_info() -> str:
-        raise RuntimeError("served by LdimsMCP.read_resource")  # pragma: no cover
+        raise RuntimeError("served by LdimsMCP.read_resource")  # readers take every kwdb:// URI
 
     @server.resource(
         DB_URI,
@@ -168,7 +170,7 @@ def _register_resources(
         mime_type="application/json",
     )
     def db_info(database_name: str) -> str:
-        raise RuntimeError("served by LdimsMCP.read_resource")  # pragma: no cover
+        raise RuntimeError("served by LdimsMCP.read_resource")  # readers take every kwdb:// URI
 
     @server.resource(
         TABLE_URI,
@@ -177,14 +179,13 @@ def _register_resources(
         mime_type="application/json",
     )
     def table(table_name: str) -> str:
-        raise RuntimeError("served by LdimsMCP.read_resource")  # pragma: no cover
+        raise RuntimeError("served by LdimsMCP.read_resource")  # readers take every kwdb:// URI
 
     def reader(
         read: Callable[..., dict[str, Any]], parameter: str | None
     ) -> Callable[[LdimsMCP, str, dict[str, str]], list[ReadResourceContents]]:
         def serve(_: LdimsMCP, tenant: str, params: dict[str, str]) -> list[ReadResourceContents]:
-            if allowed and tenant not in allowed:
-                raise Forbidden("This tenant may not use the sql toolset.", tenant=tenant)
+            allowed(tenants, tenant)
             args = (params[parameter],) if parameter else ()
             body = executor.inspect(lambda conn, dialect: read(conn, dialect, *args))
             text = json.dumps(body, ensure_ascii=False, indent=1, default=str)

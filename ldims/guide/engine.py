@@ -123,7 +123,7 @@ class GuideEngine:
         elif option_id == "back":
             notice = self._back(tree, record) or notice
         elif option_id == "end":
-            record.complete = record.ended = True
+            record.ended = True
             record.record_step("end")
         elif option_id == "provide_more_info":
             notice = self._more_info(tree, record, user_input) or notice
@@ -142,7 +142,7 @@ class GuideEngine:
         self, tree: Tree, record: SessionRecord, option_id: str, target: str | None
     ) -> None:
         if target is None:
-            record.complete = record.ended = True
+            record.ended = True
             record.record_step("option", option=option_id, ended=True)
             return
         if target in record.path:  # a node's own "back"-like link: unwind to it
@@ -150,7 +150,6 @@ class GuideEngine:
         else:
             record.path.append(record.node_id)
         record.node_id = target
-        record.complete = tree.nodes[target].is_leaf
         record.record_step("option", option=option_id)
 
     def _back(self, tree: Tree, record: SessionRecord) -> str | None:
@@ -158,7 +157,6 @@ class GuideEngine:
             record.record_step("back", moved=False)
             return self._text(tree, "back_at_start")
         record.node_id = record.path.pop()
-        record.complete = False
         record.record_step("back")
         return None
 
@@ -173,12 +171,11 @@ class GuideEngine:
             return self._text(tree, "no_match")
         record.path.append(record.node_id)
         record.node_id = ranked[0].node_id
-        record.complete = tree.nodes[record.node_id].is_leaf
         record.record_step("provide_more_info", matched=True, score=ranked[0].score)
         return None
 
     def _tree_gone(self, tree: Tree | None, record: SessionRecord, tenant: str) -> dict[str, Any]:
-        record.complete = record.ended = True
+        record.ended = True
         record.record_step("tree_changed")
         self.sessions.save(record)
         language = tree.language if tree else "en"

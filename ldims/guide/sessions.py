@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,8 +39,7 @@ class SessionRecord:
     node_id: str
     path: list[str] = field(default_factory=list)  # nodes visited before node_id ("back")
     steps: list[dict[str, Any]] = field(default_factory=list)  # every step, for the history
-    complete: bool = False
-    ended: bool = False  # "end" was chosen (a leaf only completes: "back" still works)
+    ended: bool = False  # "end" was chosen (a leaf completes the step, but "back" still works)
     created_at: str = ""
     expires_at: str = ""
 
@@ -49,6 +48,9 @@ class SessionRecord:
             {"action": action, "node": self.node_id, "at": now().isoformat(), **facts}
         )
         del self.steps[:-_MAX_STEPS]
+
+
+_FIELDS = frozenset(f.name for f in fields(SessionRecord))
 
 
 class SessionStore:
@@ -76,7 +78,9 @@ class SessionStore:
         raw = self._call(self.client.get, self._key(session_id))
         if raw is None:
             raise SessionNotFound(sessionId=session_id)
-        record = SessionRecord(**json.loads(raw))
+        # Fields this version does not know (a record from another version) are left out.
+        data = json.loads(raw)
+        record = SessionRecord(**{k: v for k, v in data.items() if k in _FIELDS})
         if record.tenant != tenant:
             raise Forbidden("This session belongs to another tenant.", sessionId=session_id)
         if datetime.fromisoformat(record.expires_at) <= now():

@@ -33,11 +33,11 @@ class TreeStore:
             if time.monotonic() - self._checked >= self.check_interval:
                 self._refresh()
                 self._checked = time.monotonic()
-            ordered = sorted(self._by_path.values(), key=lambda tree: tree.id)
+            by_file = sorted(self._by_path.items())
         trees: dict[str, Tree] = {}
-        for tree in ordered:
+        for _, tree in by_file:
             trees.setdefault(tree.id, tree)  # a duplicate id: the first file (by name) wins
-        return trees
+        return dict(sorted(trees.items()))
 
     def _refresh(self) -> None:
         try:

@@ -5,13 +5,14 @@ second layer the guard's docstring relies on:
 
 * one statement per call, sent as the guard rendered it (drivers that could run several —
   SQLite's ``executescript``, MySQL's multi-statement flag — are never asked to);
-* reads in a read-only transaction (PostgreSQL ``SET TRANSACTION READ ONLY``, MySQL/MariaDB
+* reads in a read-only transaction (PostgreSQL ``BEGIN READ ONLY``, MySQL/MariaDB
   ``START TRANSACTION READ ONLY``, SQLite ``PRAGMA query_only``) that is always rolled back;
 * writes in a transaction of their own, committed only when the statement succeeded, each one
   written to the ``ldims.sql.audit`` log (statement, rows affected, caller, time);
-* a statement time limit the database enforces (``statement_timeout``; MariaDB
-  ``max_statement_time``, MySQL ``max_execution_time``; SQLite: a progress handler that
-  interrupts the statement);
+* a statement time limit the database enforces, set once per pooled connection
+  (``statement_timeout``; MariaDB ``max_statement_time``; MySQL ``max_execution_time``, which
+  bounds SELECTs only — a MySQL write is bounded by its lock waits alone; SQLite: a progress
+  handler that interrupts the statement, and a cap on the size of one value);
 * connections from a pool, with ``sql_connect_retries`` attempts and doubling backoff before
   KWDB-4003;
 * at most ``max_rows`` rows and ``sql_max_result_chars`` characters fetched into a result.
@@ -40,6 +41,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ldims.errors import BackendError, LdimsError
 from ldims.settings import Settings
@@ -194,6 +196,13 @@ class SqlExecutor:
             try:
                 connection = self.engine.connect()
                 break
+            except PoolTimeout:
+                # Every pooled connection is busy (calls abandoned by a timeout still hold one).
+                raise SqlTimeout(
+                    "All database connections are busy; try again shortly.",
+                    phase="pool",
+                    poolSize=self.settings.sql_pool_size,
+                ) from None
             except DBAPIError as exc:
                 if attempt == attempts:
                     log.warning("sql: no connection after %d attempts", attempts)
