@@ -79,11 +79,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_load import (
     busy_seconds,
-    error_code,
     errors_text,
     per_call,
     stop_process,
     stop_server,
+    timed_call,
     wait_ready,
 )
 from report import DASH, machine_line, markdown_table, ms, percentile
@@ -290,25 +290,6 @@ def next_step(rng: random.Random, state: dict[str, Any]) -> tuple[str, str | Non
 
 def action_name(option: str) -> str:
     return option if option in ("back", "provide_more_info") else "option"
-
-
-async def timed_call(
-    client: Client, tool: str, arguments: dict[str, Any], calls: Calls
-) -> dict[str, Any] | None:
-    """The structured result, its latency into ``calls``; None (an error counted) on failure."""
-    started = time.perf_counter()
-    try:
-        result = await client.call_tool(tool, arguments, read_timeout_seconds=60)
-    except Exception as exc:
-        calls.errors[type(exc).__name__] += 1
-        return None
-    elapsed = time.perf_counter() - started
-    if result.is_error:
-        calls.errors[error_code(result)] += 1
-        return None
-    calls.latencies.append(elapsed)
-    structured = result.structured_content
-    return structured if isinstance(structured, dict) else {}
 
 
 async def session_loop(client: Client, rng: random.Random, end: float, phase: Phase) -> None:

@@ -43,6 +43,26 @@ async def wait_ready(
     raise RuntimeError(f"server not ready after {timeout:.0f}s (last: {last})\n{server.log_tail()}")
 
 
+async def timed_call(
+    client: Client, tool: str, arguments: dict[str, Any], calls: Any
+) -> dict[str, Any] | None:
+    """The structured result, its latency into ``calls.latencies``; None on failure (the
+    error counted in ``calls.errors`` by exception type or errorCode)."""
+    started = time.perf_counter()
+    try:
+        result = await client.call_tool(tool, arguments, read_timeout_seconds=60)
+    except Exception as exc:
+        calls.errors[type(exc).__name__] += 1
+        return None
+    elapsed = time.perf_counter() - started
+    if result.is_error:
+        calls.errors[error_code(result)] += 1
+        return None
+    calls.latencies.append(elapsed)
+    structured = result.structured_content
+    return structured if isinstance(structured, dict) else {}
+
+
 def stop_process(process: subprocess.Popen[bytes]) -> None:
     """SIGTERM, then SIGKILL after 15 s."""
     if process.poll() is None:

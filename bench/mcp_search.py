@@ -99,7 +99,14 @@ import psutil
 import rjieba
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_load import busy_seconds, error_code, errors_text, per_call, stop_server, wait_ready
+from mcp_load import (
+    busy_seconds,
+    errors_text,
+    per_call,
+    stop_server,
+    timed_call,
+    wait_ready,
+)
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
 
@@ -482,19 +489,8 @@ async def call_loop(
     while time.perf_counter() < end:
         arguments = calls[number % len(calls)]
         number += 1
-        started = time.perf_counter()
-        try:
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=60)
-        except Exception as exc:
-            phase.errors[type(exc).__name__] += 1
-            continue
-        elapsed = time.perf_counter() - started
-        if result.is_error:
-            phase.errors[error_code(result)] += 1
-            continue
-        phase.latencies.append(elapsed)
-        structured = result.structured_content or {}
-        if tool == "searchDocuments":
+        structured = await timed_call(client, tool, arguments, phase)
+        if structured is not None and tool == "searchDocuments":
             phase.hits.append(len(structured.get("results", ())))
             execution = structured.get("searchMetadata", {}).get("executionTime", "")
             with contextlib.suppress(ValueError):

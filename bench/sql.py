@@ -83,7 +83,14 @@ import psutil
 import psycopg
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_load import busy_seconds, error_code, errors_text, per_call, stop_server, wait_ready
+from mcp_load import (
+    busy_seconds,
+    errors_text,
+    per_call,
+    stop_server,
+    timed_call,
+    wait_ready,
+)
 from psycopg import sql as pgsql
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
@@ -269,18 +276,9 @@ async def mcp_loop(
     while time.perf_counter() < end:
         arguments = {"sql": queries[number % len(queries)]}
         number += 1
-        started = time.perf_counter()
-        try:
-            result = await client.call_tool(TOOL, arguments, read_timeout_seconds=60)
-        except Exception as exc:
-            phase.errors[type(exc).__name__] += 1
+        structured = await timed_call(client, TOOL, arguments, phase)
+        if structured is None:
             continue
-        elapsed = time.perf_counter() - started
-        if result.is_error:
-            phase.errors[error_code(result)] += 1
-            continue
-        phase.latencies.append(elapsed)
-        structured = result.structured_content or {}
         phase.rows.append(int(structured.get("rowCount", 0)))
         with contextlib.suppress(TypeError, ValueError):
             phase.db_times.append(float(structured["executionTime"]) / 1000)
