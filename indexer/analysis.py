@@ -43,6 +43,7 @@ __all__ = [
     "StemStopFilter",
     "exact_analyzer",
     "indexed_form",
+    "word_form",
     "keyword_analyzer",
     "warm_up",
 ]
@@ -98,6 +99,11 @@ def _indexed_form(text: str, kind: str) -> str | None:
 def indexed_form(text: str, kind: str) -> str | None:
     """How the keyword field indexes a token: its stem, or None for a stop word."""
     return _indexed_form(text, kind)
+
+
+def word_form(word: str) -> tuple[str, str]:
+    """A word as the tokenizer emits it (lowercased, folded) and its kind (script)."""
+    return _word_form(word)
 
 
 _jieba: rjieba.Jieba | None = None

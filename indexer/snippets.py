@@ -12,7 +12,7 @@ import functools
 import re
 from collections.abc import Iterable
 
-from indexer.analysis import MultilingualTokenizer, indexed_form
+from indexer.analysis import MultilingualTokenizer, indexed_form, word_form
 
 _KEYWORD = MultilingualTokenizer(cjk="search")
 _EXACT = MultilingualTokenizer(cjk="chars")
@@ -26,25 +26,30 @@ def snippet(text: str, terms: Iterable[str], exact: bool, max_chars: int) -> str
     (their indexed forms), each occurrence in **bold**; the beginning when none occurs.
 
     A stem is nearly always the beginning of the words it comes from, so a regular
-    expression finds where the terms probably are; only that stretch is tokenized to mark
-    them exactly. When it finds nothing (a stem that is not a prefix, as "happi" of
-    "happy"), the whole chunk is tokenized.
+    expression finds the words that start with a term, and each is kept when its indexed
+    form (the same cached stemming the index used) is a term. Only when that finds nothing
+    (a stem that is not a prefix, as "happi" of "happy") is the chunk tokenized.
     """
     wanted = frozenset(terms)
-    if len(text) > 2 * max_chars:
-        found = list(_prefixes(wanted).finditer(text)) if wanted else []
-        if found:
-            spots = [(match.start(), match.end(), match.group().lower()) for match in found]
-            first, last = _densest_window(spots, max_chars)
-            begin = max(0, spots[first][0] - max_chars)
-            end = min(len(text), spots[last][1] + max_chars)
-            begin, end = _word_bounds(text, begin, end)
-            excerpt = _excerpt(text[begin:end], wanted, exact, max_chars)
-            if excerpt is not None:
-                prefix = ELLIPSIS if begin > 0 and not excerpt.startswith(ELLIPSIS) else ""
-                suffix = ELLIPSIS if end < len(text) and not excerpt.endswith(ELLIPSIS) else ""
-                return prefix + excerpt + suffix
+    matches = _prefix_matches(text, wanted, exact) if wanted else []
+    if matches:
+        return _around(text, matches, max_chars)
     return _excerpt(text, wanted, exact, max_chars) or _cut(text, 0, max_chars)
+
+
+def _prefix_matches(text: str, wanted: frozenset[str], exact: bool) -> list[tuple[int, int, str]]:
+    matches = []
+    for match in _prefixes(wanted).finditer(text):
+        found = match.group()
+        if _CJK.match(found):
+            form: str | None = found  # the Han pattern matches a term itself
+        else:
+            form, kind = word_form(found)
+            if not exact:
+                form = indexed_form(form, kind)
+        if form in wanted:
+            matches.append((match.start(), match.end(), form))
+    return matches
 
 
 @functools.lru_cache(maxsize=1024)
@@ -59,19 +64,23 @@ def _prefixes(terms: frozenset[str]) -> re.Pattern[str]:
 
 
 def _excerpt(text: str, wanted: frozenset[str], exact: bool, max_chars: int) -> str | None:
-    """The marked excerpt of ``text`` around its best stretch of terms, or None."""
+    """The marked excerpt of ``text`` around its best stretch of terms, found by tokenizing
+    it; None when no term occurs."""
     spans = _EXACT.spans(text) if exact else _KEYWORD.spans(text)
     matches: list[tuple[int, int, str]] = []
     for form, kind, _pos, start, end in spans:
         indexed = form if exact else indexed_form(form, kind)
         if indexed is not None and indexed in wanted:
             matches.append((start, end, indexed))
-    if not matches:
-        return None
+    return _around(text, matches, max_chars) if matches else None
+
+
+def _around(text: str, matches: list[tuple[int, int, str]], max_chars: int) -> str:
+    """The excerpt of about ``max_chars`` centred on the stretch with the most distinct terms,
+    the matches in it marked."""
     first, last = _densest_window(matches, max_chars)
     window_start = matches[first][0]
     window_end = matches[last][1]
-    # Centre the matched stretch in the excerpt.
     slack = max(0, max_chars - (window_end - window_start))
     begin = max(0, window_start - slack // 2)
     end = min(len(text), max(window_end, begin + max_chars))

@@ -31,6 +31,7 @@ from whoosh.reading import SegmentReader
 from whoosh.searching import Searcher
 from whoosh.writing import IndexWriter
 
+from indexer.evaluate import Snapshot
 from indexer.model import (
     NO_DAY,
     IndexBusy,
@@ -39,9 +40,10 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
+from indexer.postings import PostingStore
 from indexer.schema import SCHEMA_VERSION, build_schema
 from indexer.scoring import weighting
-from indexer.search import SearcherCache, run_search
+from indexer.search import run_search
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +81,9 @@ class DocumentIndex:
         self._lock = threading.Lock()
         self._index = self._open_or_create()
         self._searcher: Searcher | None = None
-        self._cache = SearcherCache()
+        # Arrays read from segments, kept across commits; and what one searcher's searches share.
+        self._store = PostingStore()
+        self._snapshot: Snapshot | None = None
         self._identity = self._folder_identity()
 
     # --- opening ---------------------------------------------------------------------------
@@ -162,9 +166,10 @@ class DocumentIndex:
                 if self._searcher is not None:
                     self._searcher.close()
                 self._searcher = None
+                self._store = PostingStore()
             if self._searcher is None:
                 self._searcher = self._index.searcher(weighting=weighting())
-                self._cache = SearcherCache()
+                self._snapshot = None
             elif self._index.latest_generation() != self._searcher.reader().generation():
                 # A commit landed. The Index object keeps the table of contents it read, so it
                 # is refreshed first. Segment readers are not reused: a reused reader keeps
@@ -172,7 +177,7 @@ class DocumentIndex:
                 self._searcher.close()
                 self._index = self._index.refresh()
                 self._searcher = self._index.searcher(weighting=weighting())
-                self._cache = SearcherCache()
+                self._snapshot = None
             # Searches of one process run one at a time (they are CPU-bound under the GIL
             # anyway), so a refresh never closes a searcher another thread is using.
             yield self._searcher
@@ -180,7 +185,9 @@ class DocumentIndex:
     def search(self, request: SearchRequest) -> SearchResults:
         """Documents of ``request.tenant`` matching the query, best first."""
         with self.searcher() as searcher:
-            return run_search(searcher, request, self._cache)
+            if self._snapshot is None:
+                self._snapshot = Snapshot(searcher, self._store)
+            return run_search(searcher, request, self._snapshot)
 
     def chunk_count(self, document_id: str) -> int:
         with self.searcher() as searcher:

@@ -1,0 +1,178 @@
+"""What search reads from each index segment, as NumPy arrays, read once and kept.
+
+A Whoosh segment never changes after it is written (a delete only marks chunks in the
+segment's deleted set), so its term postings (chunk numbers and term frequencies), field
+lengths, document ids and days stay valid as long as the segment exists. :class:`PostingStore`
+keeps them per segment id across commits: a commit that adds a small segment costs the next
+search only that segment's reads, and a term read once is a dictionary lookup afterwards.
+
+Reading a term walks the postings block by block (one unpickle and one ``cumsum`` per block
+of 128 chunks) instead of one Python call per posting through the matcher API, which was
+most of the time of a search over common words. That uses attributes of whoosh3's
+``W3LeafMatcher`` that are not public; any other matcher (inlined single postings, another
+codec) is read through the public API, and a test checks both ways agree.
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import numpy as np
+from whoosh.codec.whoosh3 import W3LeafMatcher
+from whoosh.reading import IndexReader
+
+# Postings kept over all segments before the term cache starts again (12 bytes each).
+MAX_CACHED_POSTINGS = 8_000_000
+
+_NO_POSTINGS = (np.zeros(0, np.int32), np.zeros(0, np.float32))
+
+
+@dataclass
+class SegmentArrays:
+    """The arrays read from one segment (chunk numbers local to it)."""
+
+    size: int
+    # (field, term bytes) -> (chunk numbers, term frequencies), sorted by chunk number
+    terms: dict[tuple[str, bytes], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    # field -> length of that field in each chunk (Whoosh's one-byte approximation, decoded)
+    lengths: dict[str, np.ndarray] = field(default_factory=dict)
+    # document ordinal (see PostingStore.document_ids) of each chunk
+    documents: np.ndarray | None = None
+    # the created_day column of each chunk
+    days: np.ndarray | None = None
+
+
+class PostingStore:
+    """Per-segment arrays of one index, shared by the searchers of successive commits."""
+
+    def __init__(self) -> None:
+        self._segments: dict[str, SegmentArrays] = {}
+        self._cached_postings = 0
+        # Document ids get small integer ordinals so a chunk's document is an array lookup.
+        self.document_ids: list[str] = []
+        self._ordinals: dict[str, int] = {}
+
+    def segments(self, readers: Iterable[tuple[str, IndexReader]]) -> list[SegmentArrays]:
+        """The arrays of these (segment id, reader) pairs; segments no longer listed are
+        forgotten (a merge replaced them)."""
+        current = {}
+        for segment_id, reader in readers:
+            arrays = self._segments.get(segment_id)
+            if arrays is None:
+                arrays = SegmentArrays(size=reader.doc_count_all())
+            current[segment_id] = arrays
+        dropped = [arrays for key, arrays in self._segments.items() if key not in current]
+        self._cached_postings -= sum(_postings_held(arrays) for arrays in dropped)
+        self._segments = current
+        return list(current.values())
+
+    def term(
+        self, arrays: SegmentArrays, reader: IndexReader, fieldname: str, text: bytes
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk numbers, term frequencies) of a term in one segment."""
+        key = (fieldname, text)
+        found = arrays.terms.get(key)
+        if found is None:
+            found = read_postings(reader, fieldname, text)
+            if self._cached_postings + len(found[0]) > MAX_CACHED_POSTINGS:
+                # Past the bound every segment starts over: simpler than an LRU, and rare.
+                for held in self._segments.values():
+                    held.terms.clear()
+                self._cached_postings = 0
+            arrays.terms[key] = found
+            self._cached_postings += len(found[0])
+        return found
+
+    def lengths(self, arrays: SegmentArrays, reader: IndexReader, fieldname: str) -> np.ndarray:
+        found = arrays.lengths.get(fieldname)
+        if found is None:
+            length_of = reader.doc_field_length
+            found = np.fromiter(
+                (length_of(docnum, fieldname) or 0 for docnum in range(arrays.size)),
+                dtype=np.float64,
+                count=arrays.size,
+            )
+            arrays.lengths[fieldname] = found
+        return found
+
+    def documents(self, arrays: SegmentArrays, reader: IndexReader) -> np.ndarray:
+        if arrays.documents is None:
+            arrays.documents = np.fromiter(
+                (self._ordinal(value) for value in _column(reader, "document_id", arrays.size)),
+                dtype=np.int32,
+                count=arrays.size,
+            )
+        return arrays.documents
+
+    def days(self, arrays: SegmentArrays, reader: IndexReader) -> np.ndarray:
+        if arrays.days is None:
+            arrays.days = np.fromiter(
+                _column(reader, "created_day", arrays.size), dtype=np.int64, count=arrays.size
+            )
+        return arrays.days
+
+    def _ordinal(self, document_id: str) -> int:
+        ordinal = self._ordinals.get(document_id)
+        if ordinal is None:
+            ordinal = self._ordinals[document_id] = len(self.document_ids)
+            self.document_ids.append(document_id)
+        return ordinal
+
+
+def read_postings(
+    reader: IndexReader, fieldname: str, text: bytes
+) -> tuple[np.ndarray, np.ndarray]:
+    """(chunk numbers, term frequencies) of a term in a segment reader; empty if absent."""
+    if (fieldname, text) not in reader:
+        return _NO_POSTINGS
+    matcher = reader.postings(fieldname, text)
+    if type(matcher) is W3LeafMatcher and not matcher._byteids:
+        return _read_blocks(matcher)
+    return read_postings_one_by_one(matcher)
+
+
+def read_postings_one_by_one(matcher: object) -> tuple[np.ndarray, np.ndarray]:
+    """Through the public matcher API: one call per posting."""
+    ids: list[int] = []
+    weights: list[float] = []
+    while matcher.is_active():  # type: ignore[attr-defined]
+        ids.append(matcher.id())  # type: ignore[attr-defined]
+        weights.append(matcher.weight())  # type: ignore[attr-defined]
+        matcher.next()  # type: ignore[attr-defined]
+    return np.array(ids, dtype=np.int32), np.array(weights, dtype=np.float32)
+
+
+def _read_blocks(matcher: W3LeafMatcher) -> tuple[np.ndarray, np.ndarray]:
+    """Block by block: each block holds up to 128 delta-encoded chunk numbers and weights."""
+    id_blocks: list[np.ndarray] = []
+    weight_blocks: list[np.ndarray] = []
+    while matcher.is_active():
+        matcher._read_data()
+        deltas, weights, _values = matcher._data
+        count = matcher._blocklength
+        id_blocks.append(np.cumsum(np.array(deltas, dtype=np.int64)))
+        if weights is None:
+            weight_blocks.append(np.ones(count, dtype=np.float32))
+        elif isinstance(weights, float):
+            weight_blocks.append(np.full(count, weights, dtype=np.float32))
+        elif isinstance(weights, array):
+            weight_blocks.append(np.frombuffer(weights, dtype=np.float32).copy())
+        else:
+            weight_blocks.append(np.array(weights, dtype=np.float32))
+        matcher._next_block()
+    if not id_blocks:
+        return _NO_POSTINGS
+    return np.concatenate(id_blocks).astype(np.int32), np.concatenate(weight_blocks)
+
+
+def _column(reader: IndexReader, fieldname: str, size: int) -> Iterable[object]:
+    try:
+        return iter(reader.column_reader(fieldname))
+    except NotImplementedError:  # a reader without columns (an empty segment)
+        return (None for _ in range(size))
+
+
+def _postings_held(arrays: SegmentArrays) -> int:
+    return sum(len(ids) for ids, _ in arrays.terms.values())

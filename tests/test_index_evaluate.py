@@ -1,0 +1,204 @@
+"""The NumPy search path agrees with Whoosh: every score of a query over the allowed chunks
+equals what Whoosh's own matchers compute, posting arrays read block by block equal the
+public matcher API, plain-word queries built directly equal the parser's, and collapsing to
+documents equals a brute-force ranking."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+from whoosh import qparser, query
+
+from indexer import Chunk, DocumentIndex, IndexedDocument, SearchRequest
+from indexer.evaluate import Snapshot, best_per_document
+from indexer.postings import PostingStore, read_postings, read_postings_one_by_one
+from indexer.search import _combine, _parse, _parser, analyse_plain_words
+from tests.conftest import CORPUS
+
+WORDS = [
+    *("storage", "drive", "report", "system", "error", "index", "search", "document"),
+    *("tenant", "policy", "budget", "KWDB-4001", "v2.3.0", "user_profile"),
+    *("硬盘", "驱动", "系统", "文档", "中华人民共和国"),
+    *("документ", "документы", "система", "поиск", "отчёт"),
+]
+
+
+def _documents(count: int, seed: int) -> list[IndexedDocument]:
+    rng = random.Random(seed)
+    documents = []
+    for number in range(count):
+        chunks = [
+            # Long posting lists (several 128-posting blocks) and varied lengths and counts.
+            Chunk(" ".join(rng.choices(WORDS, k=rng.randint(3, 60))), page, 1, 1)
+            for page in range(1, rng.randint(1, 4) + 1)
+        ]
+        documents.append(
+            IndexedDocument(
+                f"doc-{number}",
+                rng.choice(("acme", "rival", "third")),
+                "default",
+                f"doc-{number}.txt",
+                1,
+                chunks,
+                title=rng.choice(("Storage report", "Системный отчёт", "硬盘 文档", None)),
+                document_type=rng.choice(("report", "memo")),
+            )
+        )
+    return documents
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> DocumentIndex:
+    """Three segments (three commits), with deletions in the first two."""
+    index = DocumentIndex(tmp_path_factory.mktemp("evaluate") / "index")
+    documents = _documents(600, seed=7)
+    for first in range(0, 600, 200):
+        with index.batch() as batch:
+            for document in documents[first : first + 200]:
+                batch.replace(document)
+    index.delete_documents([f"doc-{n}" for n in range(0, 400, 9)])
+    return index
+
+
+QUERIES = [
+    "storage",
+    "硬盘 report",
+    "документ поиск",
+    "error index budget storage drive system tenant",
+    '"storage drive"',
+    "KWDB-4001",
+    "user_profile v2.3.0",
+    "中华人民共和国",
+    "storage AND drive",
+    "storage NOT drive",
+    "(硬盘 OR система) AND report",
+    "отчёт документы",
+]
+
+
+@pytest.mark.parametrize("text", QUERIES)
+@pytest.mark.parametrize("mode", ["keyword", "exact"])
+@pytest.mark.parametrize("narrow", [False, True])
+def test_scores_equal_whoosh_over_the_allowed_chunks(
+    index: DocumentIndex, text: str, mode: str, narrow: bool
+) -> None:
+    request = SearchRequest(tenant="acme", query=text, mode=mode)  # type: ignore[arg-type]
+    with index.searcher() as searcher:
+        assert len(searcher.leaf_searchers()) == 3
+        parsed, _ = _parse(searcher, request)
+        allowed = set(searcher.docs_for_query(query.Term("tenant", "acme")))
+        if narrow:  # few allowed chunks: phrases are checked at each of them
+            allowed = set(random.Random(text).sample(sorted(allowed), 40))
+        whoosh = searcher.search(parsed, filter=allowed, limit=None)
+        expected = {whoosh.docnum(n): whoosh.score(n) for n in range(whoosh.scored_length())}
+        mask = np.zeros(searcher.doc_count_all(), dtype=bool)
+        mask[sorted(allowed)] = True
+        ids, scores = Snapshot(searcher, PostingStore()).evaluate(parsed, mask)
+    assert expected or narrow, "the query must match something, or this proves nothing"
+    assert sorted(ids.tolist()) == sorted(expected)
+    for docnum, score in zip(ids.tolist(), scores.tolist(), strict=True):
+        assert score == pytest.approx(expected[docnum], rel=1e-9)
+
+
+def test_deleted_chunks_are_never_allowed(index: DocumentIndex) -> None:
+    with index.searcher() as searcher:
+        snapshot = Snapshot(searcher, PostingStore())
+        live = set(searcher.docs_for_query(query.Every()))
+        assert len(live) < searcher.doc_count_all()  # the fixture deleted some
+        assert set(np.flatnonzero(snapshot.alive()).tolist()) == live
+
+
+def test_block_reads_equal_the_public_matcher_api(index: DocumentIndex) -> None:
+    with index.searcher() as searcher:
+        checked = 0
+        for subsearcher, _ in searcher.leaf_searchers():
+            reader = subsearcher.reader()
+            for fieldname in ("text", "title", "exact", "tenant", "document_id"):
+                for term in reader.lexicon(fieldname):
+                    ids, weights = read_postings(reader, fieldname, term)
+                    slow = read_postings_one_by_one(reader.postings(fieldname, term))
+                    assert ids.tolist() == slow[0].tolist()
+                    assert weights.tolist() == slow[1].tolist()
+                    checked += 1
+    assert checked > 500
+
+
+def test_search_results_equal_a_whoosh_ranking_collapsed_by_hand(index: DocumentIndex) -> None:
+    """Through the public API: documents ranked by their best chunk's Whoosh score."""
+    request = SearchRequest(tenant="acme", query="storage report system", limit=15, offset=5)
+    found = index.search(request)
+    with index.searcher() as searcher:
+        parsed, _ = _parse(searcher, request)
+        tenant = set(searcher.docs_for_query(query.Term("tenant", "acme")))
+        whoosh = searcher.search(parsed, filter=tenant, limit=None)
+        best: dict[str, float] = {}
+        for hit in whoosh:
+            best.setdefault(hit["document_id"], hit.score)
+    ranked = sorted(best.items(), key=lambda item: -item[1])
+    assert found.total == len(best)
+    top = ranked[0][1]
+    expected = [(doc, round(score / top, 4)) for doc, score in ranked[5:20]]
+    got = [(hit.document_id, hit.score) for hit in found.hits]
+    # Equal scores may come in either order: compare the scores, then the sets per score.
+    assert [score for _, score in got] == [score for _, score in expected]
+    assert set(got) == set(expected)
+
+
+def test_best_per_document_equals_brute_force() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        count = int(rng.integers(1, 400))
+        ids = np.sort(rng.choice(5000, size=count, replace=False)).astype(np.int64)
+        scores = rng.integers(1, 8, size=count).astype(np.float64)  # many ties
+        documents = rng.integers(0, 60, size=5000).astype(np.int32)
+        wanted = int(rng.integers(1, 30))
+        best, best_scores, total = best_per_document(ids, scores, documents, wanted)
+        order = sorted(range(count), key=lambda i: (-scores[i], ids[i]))
+        seen: dict[int, int] = {}
+        for i in order:
+            seen.setdefault(int(documents[ids[i]]), i)
+        expected = list(seen.values())[:wanted]
+        assert total == len(seen)
+        assert best.tolist() == [int(ids[i]) for i in expected]
+        assert best_scores.tolist() == [float(scores[i]) for i in expected]
+
+
+def _texts() -> list[str]:
+    texts = [
+        *QUERIES,
+        *("KWDB-4001 error", "a+b", "C++ and C#", "foo/bar", "!important", "-minus +plus"),
+        *("192.168.0.1", "what? why*", "field:value", "the", "ёлка Ёж", "1,000 items"),
+        *("café naïve", "ＡＢＣ１２３", "がっこう", "...", "the the take take"),
+        *("中华人民共和国 中华", "中华 中华人民共和国", "x\u3000y", "it's 'quoted'"),
+    ]
+    for name in ("xquad-en", "xquad-ru", "xquad-zh", "cranfield"):
+        lines = (CORPUS / "ir" / name / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+        texts += [json.loads(line)["text"] for line in lines[:150]]
+    return texts
+
+
+def test_plain_word_queries_equal_the_parsers(index: DocumentIndex) -> None:
+    built = 0
+    with index.searcher() as searcher:
+        for text in _texts():
+            for mode, group in (
+                ("exact", qparser.AndGroup),
+                ("keyword", qparser.OrGroup),
+                ("keyword", qparser.AndGroup),
+            ):
+                analysed = analyse_plain_words(searcher.schema, mode, text)
+                if analysed is None:
+                    continue
+                built += 1
+                parsed = _parser(searcher, mode, group).parse(text).normalize()
+                assert _combine(analysed, group.qclass) == parsed, (mode, text)
+    assert built > 1500  # the IR questions are plain words (with "?" and ",")
+
+
+@pytest.mark.parametrize("text", ["x\u3000y", "(a OR b)", 'say "hi"', "it's", "a ANDNOT b"])
+def test_text_with_syntax_goes_to_the_parser(index: DocumentIndex, text: str) -> None:
+    with index.searcher() as searcher:
+        assert analyse_plain_words(searcher.schema, "keyword", text) is None
