@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import indexer
 from api.ingestion import DocumentMeta, validate_document_id
+from api.mcp.output_schema import compact_field
 from api.mcp.server import LdimsMCP
 from api.routes.documents import parse_datetime
 from ldims.catalog import Document
@@ -113,7 +114,7 @@ class SearchResult(BaseModel):
     lineStart: int  # noqa: N815
     lineEnd: int  # noqa: N815
     uri: str = Field(description="Resource to read the page of the match")
-    metadata: ResultMetadata
+    metadata: Annotated[ResultMetadata, compact_field(ResultMetadata)]
 
 
 class SearchMetadata(BaseModel):
@@ -127,9 +128,9 @@ class SearchMetadata(BaseModel):
 
 class SearchOutput(BaseModel):
     isError: Literal[False] = False  # noqa: N815
-    results: list[SearchResult]
+    results: Annotated[list[SearchResult], compact_field(SearchResult, array=True)]
     totalMatches: int = Field(description="Documents matching, across all pages of results")  # noqa: N815
-    searchMetadata: SearchMetadata  # noqa: N815
+    searchMetadata: Annotated[SearchMetadata, compact_field(SearchMetadata)]  # noqa: N815
 
 
 # --- getDocumentStatus / ingestDocument / deleteDocument ---------------------------------------
@@ -145,7 +146,7 @@ class DocumentStatusOut(BaseModel):
     ready: bool = Field(description="The content can be read and searched")
     stage: str = Field(description="What is happening to the document, in words")
     version: int
-    error: DocumentErrorOut | None
+    error: Annotated[DocumentErrorOut | None, compact_field(DocumentErrorOut, nullable=True)]
     attempts: int
     retryAfterSeconds: int | None = Field(  # noqa: N815
         description="When still processing: seconds to wait before asking again"

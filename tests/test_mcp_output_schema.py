@@ -1,0 +1,101 @@
+"""Compacted output schemas accept and refuse what the models themselves do."""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+from pydantic import BaseModel, ValidationError
+
+from api.mcp.documents import DocumentStatusOut, SearchOutput, SearchResult
+from api.mcp.output_schema import compact_schema
+
+
+def _model_accepts(document: dict[str, Any]) -> bool:
+    """Pydantic's strict JSON validation of the output model: the reference."""
+    try:
+        SearchOutput.model_validate_json(json.dumps(document), strict=True)
+    except ValidationError:
+        return False
+    return True
+
+
+SEARCH_OUTPUT = {
+    "isError": False,
+    "results": [
+        {
+            "documentId": "d1",
+            "documentName": "a.pdf",
+            "relevanceScore": 1.0,
+            "matchedContext": "**storage** report",
+            "pageNumber": 3,
+            "lineStart": 10,
+            "lineEnd": 12,
+            "uri": "ldims://docs/d1/pages/3",
+            "metadata": {
+                "createdAt": None,
+                "submitter": "ann",
+                "documentType": None,
+                "collection": "default",
+                "title": "A",
+            },
+        }
+    ],
+    "totalMatches": 1,
+    "searchMetadata": {
+        "executionTime": "0.001s",
+        "searchMode": "semantic",
+        "rankedBy": "keyword BM25F",
+        "maxResults": 5,
+        "offset": 0,
+        "note": None,
+    },
+}
+
+
+def _broken_variants(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """Copies of the search output, each wrong in one place."""
+    variants = []
+    for path, value in [
+        (("results", 0, "metadata", "submitter"), 5),
+        (("results", 0, "metadata", "collection"), None),
+        (("results", 0, "pageNumber"), "3"),
+        (("searchMetadata", "searchMode"), "fuzzy"),
+        (("searchMetadata", "note"), 1),
+        (("totalMatches",), None),
+    ]:
+        broken = copy.deepcopy(document)
+        target: Any = broken
+        for step in path[:-1]:
+            target = target[step]
+        target[path[-1]] = value
+        variants.append(broken)
+    missing = copy.deepcopy(document)
+    del missing["results"][0]["metadata"]["title"]
+    variants.append(missing)
+    return variants
+
+
+def test_compact_search_schema_has_no_references_and_no_nullable_any_of() -> None:
+    schema = compact_schema(SearchOutput)
+    text = repr(schema)
+    assert "$ref" not in text and "$defs" not in text
+    metadata = schema["properties"]["results"]["items"]["properties"]["metadata"]
+    assert metadata["properties"]["createdAt"] == {"type": ["string", "null"]}
+    assert "title" in metadata["properties"]  # a property named title survives
+
+
+@pytest.mark.parametrize("model", [SearchOutput, SearchResult, DocumentStatusOut])
+def test_compact_schema_is_a_valid_schema(model: type[BaseModel]) -> None:
+    jsonschema.Draft202012Validator.check_schema(compact_schema(model))
+
+
+def test_compact_schema_agrees_with_the_model_on_valid_and_broken_outputs() -> None:
+    compact = jsonschema.Draft202012Validator(compact_schema(SearchOutput))
+    assert compact.is_valid(SEARCH_OUTPUT) and _model_accepts(SEARCH_OUTPUT)
+    for broken in _broken_variants(SEARCH_OUTPUT):
+        assert not _model_accepts(broken)
+        assert not compact.is_valid(broken)
