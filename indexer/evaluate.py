@@ -30,7 +30,8 @@ from indexer.scoring import K1, B
 # A sparse result: sorted unique chunk numbers and their scores.
 Scored = tuple[np.ndarray, np.ndarray]
 _EMPTY: Scored = (np.zeros(0, np.int64), np.zeros(0, np.float64))
-_MAX_CACHED_TERMS = 4096
+# Scored postings a searcher keeps (16 bytes each) before its term cache starts again.
+_MAX_SCORED_POSTINGS = 2_000_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
 # rather than walked over all its matches (one skip costs about three steps of a walk).
 _STEP_COST = 3
@@ -57,6 +58,7 @@ class Snapshot:
         ]
         self.size = searcher.doc_count_all()
         self._terms: dict[tuple[str, bytes], Scored] = {}
+        self._scored_postings = 0
         self._alive: np.ndarray | None = None
         self._documents: np.ndarray | None = None
         self._days: np.ndarray | None = None
@@ -132,9 +134,11 @@ class Snapshot:
         found = self._terms.get(key)
         if found is None:
             found = self._read_term(term.fieldname, text)
-            if len(self._terms) >= _MAX_CACHED_TERMS:
-                self._terms.clear()
+            if self._scored_postings + len(found[0]) > _MAX_SCORED_POSTINGS:
+                self._terms.clear()  # a long-lived searcher must not grow without bound
+                self._scored_postings = 0
             self._terms[key] = found
+            self._scored_postings += len(found[0])
         return found
 
     def _read_term(self, fieldname: str, text: bytes) -> Scored:

@@ -47,7 +47,8 @@ class SegmentArrays:
 class PostingStore:
     """Per-segment arrays of one index, shared by the searchers of successive commits."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_postings: int = MAX_CACHED_POSTINGS) -> None:
+        self.max_postings = max_postings
         self._segments: dict[str, SegmentArrays] = {}
         self._cached_postings = 0
         # Document ids get small integer ordinals so a chunk's document is an array lookup.
@@ -76,7 +77,7 @@ class PostingStore:
         found = arrays.terms.get(key)
         if found is None:
             found = read_postings(reader, fieldname, text)
-            if self._cached_postings + len(found[0]) > MAX_CACHED_POSTINGS:
+            if self._cached_postings + len(found[0]) > self.max_postings:
                 # Past the bound every segment starts over: simpler than an LRU, and rare.
                 for held in self._segments.values():
                     held.terms.clear()
@@ -84,6 +85,10 @@ class PostingStore:
             arrays.terms[key] = found
             self._cached_postings += len(found[0])
         return found
+
+    @property
+    def cached_postings(self) -> int:
+        return self._cached_postings
 
     def lengths(self, arrays: SegmentArrays, reader: IndexReader, fieldname: str) -> np.ndarray:
         found = arrays.lengths.get(fieldname)

@@ -126,6 +126,20 @@ def test_block_reads_equal_the_public_matcher_api(index: DocumentIndex) -> None:
     assert checked > 500
 
 
+def test_the_posting_cache_stays_within_its_bound(index: DocumentIndex) -> None:
+    request = SearchRequest(tenant="acme", query="storage report system drive error budget")
+    with index.searcher() as searcher:
+        parsed, _ = _parse(searcher, request)
+        mask = np.ones(searcher.doc_count_all(), dtype=bool)
+        unbounded = PostingStore()
+        expected = Snapshot(searcher, unbounded).evaluate(parsed, mask)
+        bounded = PostingStore(max_postings=unbounded.cached_postings // 3)
+        got = Snapshot(searcher, bounded).evaluate(parsed, mask)
+    assert 0 < bounded.cached_postings <= bounded.max_postings
+    assert got[0].tolist() == expected[0].tolist()
+    assert got[1].tolist() == pytest.approx(expected[1].tolist())
+
+
 def test_search_results_equal_a_whoosh_ranking_collapsed_by_hand(index: DocumentIndex) -> None:
     """Through the public API: documents ranked by their best chunk's Whoosh score."""
     request = SearchRequest(tenant="acme", query="storage report system", limit=15, offset=5)
