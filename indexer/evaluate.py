@@ -30,6 +30,7 @@ from indexer.scoring import K1, B
 # A sparse result: sorted unique chunk numbers and their scores.
 Scored = tuple[np.ndarray, np.ndarray]
 _EMPTY: Scored = (np.zeros(0, np.int64), np.zeros(0, np.float64))
+_MAX_TERM_MASKS = 256
 # Scored postings a searcher keeps (16 bytes each) before its term cache starts again.
 _MAX_SCORED_POSTINGS = 2_000_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
@@ -63,6 +64,7 @@ class Snapshot:
         self._documents: np.ndarray | None = None
         self._days: np.ndarray | None = None
         self.masks: dict[Any, np.ndarray] = {}
+        self._term_masks: dict[tuple[str, str], np.ndarray] = {}
 
     # --- per-chunk columns of the whole index -----------------------------------------------
     def alive(self) -> np.ndarray:
@@ -89,7 +91,17 @@ class Snapshot:
         return self._days
 
     def term_mask(self, fieldname: str, value: str) -> np.ndarray:
-        """Mask of the chunks holding an (unanalysed) term, e.g. a tenant."""
+        """Mask of the chunks holding an (unanalysed) term, e.g. a tenant (kept: filters
+        combine the same few values in many ways)."""
+        key = (fieldname, value)
+        mask = self._term_masks.get(key)
+        if mask is None:
+            if len(self._term_masks) >= _MAX_TERM_MASKS:
+                self._term_masks.clear()
+            mask = self._term_masks[key] = self._read_term_mask(fieldname, value)
+        return mask
+
+    def _read_term_mask(self, fieldname: str, value: str) -> np.ndarray:
         mask = np.zeros(self.size, dtype=bool)
         text = value.encode("utf-8")
         for leaf in self.leaves:

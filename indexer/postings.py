@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from whoosh.codec.whoosh3 import W3LeafMatcher
-from whoosh.reading import IndexReader
+from whoosh.reading import IndexReader, TermNotFound
 
 # Postings kept over all segments before the term cache starts again (12 bytes each).
 MAX_CACHED_POSTINGS = 8_000_000
@@ -130,9 +130,10 @@ def read_postings(
     reader: IndexReader, fieldname: str, text: bytes
 ) -> tuple[np.ndarray, np.ndarray]:
     """(chunk numbers, term frequencies) of a term in a segment reader; empty if absent."""
-    if (fieldname, text) not in reader:
+    try:
+        matcher = reader.postings(fieldname, text)  # one lookup: no "in" check first
+    except TermNotFound:
         return _NO_POSTINGS
-    matcher = reader.postings(fieldname, text)
     if type(matcher) is W3LeafMatcher and not matcher._byteids:
         return _read_blocks(matcher)
     return read_postings_one_by_one(matcher)
