@@ -66,7 +66,9 @@ class _SegmentWriter(SegmentWriter):
       read back from the length column it has just written: a seek and a one-byte read per
       posting, a fifth of a commit's time. Each column is read once into a list instead.
 
-    Both produce the same segment files as Whoosh's own path (a test compares them).
+    Segments hold the same postings, lengths and stored fields as Whoosh's own path makes (a
+    test compares them). The postings file comes out ~1% smaller: equal encoded values are
+    shared objects here, which the pickle of a posting block writes once.
     """
 
     def add_chunk(self, fields: dict[str, Any]) -> None:
@@ -107,7 +109,8 @@ class _SegmentWriter(SegmentWriter):
 
 # Encoded frequencies as Whoosh's Frequency format writes them (most terms occur 1-3 times).
 _FREQUENCIES = [pack_uint(frequency) for frequency in range(64)]
-# Encoded position lists of one position, as the Positions format writes them.
+# Encoded position lists of one position, as the Positions format writes them (at most a
+# chunk's length of entries: a chunk has no more positions than characters).
 _ONE_POSITION: dict[int, bytes] = {}
 _POSITIONS = Positions()  # the format of ``exact``
 
