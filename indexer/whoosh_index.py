@@ -104,7 +104,7 @@ class _SegmentWriter(SegmentWriter):
         self.docnum += 1
 
     def per_document_reader(self) -> Any:
-        return _LoadedLengths(super().per_document_reader())
+        return _LoadedLengths(super().per_document_reader(), self.schema)
 
 
 # Encoded frequencies as Whoosh's Frequency format writes them (most terms occur 1-3 times).
@@ -140,12 +140,16 @@ def _position_postings(positions: dict[str, list[int]]) -> list[tuple[bytes, int
 
 
 class _LoadedLengths:
-    """A per-document reader whose per-field length accessor reads the column once."""
+    """A per-document reader whose length accessor reads a scored field's column once."""
 
-    def __init__(self, reader: Any) -> None:
+    def __init__(self, reader: Any, schema: Any) -> None:
         self._reader = reader
+        self._schema = schema
 
     def doc_field_length_reader(self, fieldname: str, default: int = 0) -> Any:
+        if not self._schema[fieldname].scorable:
+            # No length column: Whoosh's accessor returns the default without reading.
+            return self._reader.doc_field_length_reader(fieldname, default)
         length = self._reader.doc_field_length
         count = self._reader.doc_count_all()
         # The same values (None included) as Whoosh's own accessor would return.
