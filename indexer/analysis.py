@@ -42,6 +42,7 @@ __all__ = [
     "MultilingualTokenizer",
     "StemStopFilter",
     "exact_analyzer",
+    "index_terms",
     "indexed_form",
     "word_form",
     "keyword_analyzer",
@@ -58,10 +59,11 @@ LATIN, CYRILLIC, HAN, KANA, CODE, OTHER = "latin", "cyrillic", "han", "kana", "c
 
 _HAN = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
 _KANA = "\u3040-\u30ff\u31f0-\u31ff"
-# A letter or digit that is not CJK and not "_" (which joins parts of identifiers),
-# optionally followed by combining accents (decomposed "й" stays one word).
-_ALNUM = rf"[^\W_{_HAN}{_KANA}][\u0300-\u036f]*"
-_WORD = rf"(?:{_ALNUM})+"
+# A letter or digit that is not CJK and not "_" (which joins parts of identifiers).
+_ALNUM = rf"[^\W_{_HAN}{_KANA}]"
+# Letters and digits with combining accents among them (decomposed "й" stays one word),
+# written as runs: a third faster than one optional group per character.
+_WORD = rf"{_ALNUM}+(?:[\u0300-\u036f]+{_ALNUM}*)*"
 # What joins the parts of a code; a comma only between digits ("1,000").
 _JOIN = r"(?:[-_./:@+#'’]|(?<=\d),(?=\d))+"
 _TOKEN = re.compile(
@@ -163,6 +165,17 @@ def _word_form(word: str) -> tuple[str, str]:
     return text, OTHER
 
 
+@lru_cache(maxsize=100_000)
+def _code_parts(code: str) -> tuple[tuple[str, str, int, int], ...]:
+    """The parts of a code as indexed: (text, kind, start, end), offsets inside the code."""
+    parts = []
+    for part in _PART.finditer(code):
+        text, kind = _word_form(part.group())
+        if len(text) <= MAX_TOKEN_CHARS:
+            parts.append((text, kind, part.start(), part.end()))
+    return tuple(parts)
+
+
 class MultilingualTokenizer(Tokenizer):
     """Splits text into runs by script and each run into lowercased words.
 
@@ -249,10 +262,8 @@ class MultilingualTokenizer(Tokenizer):
             add((whole, CODE, pos, start, start + len(code)))
             if in_query and not self.query_parts:
                 return
-        for part in _PART.finditer(code):
-            text, kind = _word_form(part.group())
-            if len(text) <= MAX_TOKEN_CHARS:
-                add((text, kind, pos, start + part.start(), start + part.end()))
+        for text, kind, part_start, part_end in _code_parts(code):
+            add((text, kind, pos, start + part_start, start + part_end))
 
     def _han(self, add: _Add, run: str, start: int, pos: int) -> int:
         if self.cjk == "chars":
@@ -330,3 +341,104 @@ def exact_analyzer() -> MultilingualTokenizer:
     quotes is still matched as written.
     """
     return MultilingualTokenizer(cjk="chars", query_parts=False)
+
+
+def index_terms(text: str) -> tuple[dict[str, int], dict[str, list[int]]]:
+    """What the two analyzers index for a document ``text``, from one pass over it.
+
+    Returns the terms of :func:`keyword_analyzer` with their frequencies and the terms of
+    :func:`exact_analyzer` with their positions, as indexing ``text`` through each of them
+    would (a test keeps them equal). The index writer calls this once per chunk instead of
+    running both analyzers: they split text the same way and differ only in Chinese and kana
+    runs, and the analyzers' token stream costs as much again as the splitting.
+    """
+    counts: dict[str, int] = {}
+    positions: dict[str, list[int]] = {}
+    count, where = counts.get, positions.get
+    pos = 0
+    for match in _TOKEN.finditer(text):
+        group = match.lastgroup
+        if group == "word":
+            if match.start("joined") < 0:
+                # Most tokens: one plain word (inlined, this loop is the indexing hot path).
+                term, form = _word_terms(match.group())
+                if form is not None:
+                    counts[form] = count(form, 0) + 1
+                if term is not None:
+                    seen = where(term)
+                    if seen is None:
+                        positions[term] = [pos]
+                    else:
+                        seen.append(pos)
+            else:
+                _code_terms(match.group(), pos, counts, positions)
+            pos += 1
+        elif group == "han":
+            pos = _han_terms(match.group(), pos, counts, positions)
+        else:
+            pos = _kana_terms(match.group(), pos, counts, positions)
+    return counts, positions
+
+
+@lru_cache(maxsize=200_000)
+def _word_terms(word: str) -> tuple[str | None, str | None]:
+    """A plain word's exact term and keyword term (None: too long, or a stop word)."""
+    term, kind = _word_form(word)
+    if len(term) > MAX_TOKEN_CHARS:
+        return None, None
+    return term, _indexed_form(term, kind)
+
+
+def _code_terms(
+    code: str, pos: int, counts: dict[str, int], positions: dict[str, list[int]]
+) -> None:
+    """A code, whole and by parts, all on one position."""
+    whole = _word_form(code)[0]
+    terms = [(part, kind) for part, kind, _, _ in _code_parts(code)]
+    if len(whole) <= MAX_TOKEN_CHARS:
+        terms.insert(0, (whole, CODE))
+    for term, kind in terms:
+        form = _indexed_form(term, kind)
+        if form is not None:
+            counts[form] = counts.get(form, 0) + 1
+        positions.setdefault(term, []).append(pos)
+
+
+def _han_terms(run: str, pos: int, counts: dict[str, int], positions: dict[str, list[int]]) -> int:
+    """A Han run: jieba words and their sub-words for keyword, one character a position exact."""
+    count, where = counts.get, positions.get
+    for word in _segmenter().cut(run):
+        for form in _han_forms(word):
+            counts[form] = count(form, 0) + 1
+    for at, char in enumerate(run, pos):
+        seen = where(char)
+        if seen is None:
+            positions[char] = [at]
+        else:
+            seen.append(at)
+    return pos + len(run)
+
+
+@lru_cache(maxsize=100_000)
+def _han_forms(word: str) -> tuple[str, ...]:
+    """The keyword terms of a jieba word: itself and its sub-words, stop words left out."""
+    terms = (word, *(sub for sub, _ in _subwords(word)))
+    return tuple(form for form in map(_indexed_form, terms, [HAN] * len(terms)) if form)
+
+
+def _kana_terms(run: str, pos: int, counts: dict[str, int], positions: dict[str, list[int]]) -> int:
+    """A kana run: overlapping pairs for keyword, one character a position for exact."""
+    size = 1 if len(run) == 1 else 2
+    for start in range(len(run) - size + 1):
+        form = _indexed_form(_word_form(run[start : start + size])[0], KANA)
+        if form is not None:
+            counts[form] = counts.get(form, 0) + 1
+    for char in run:
+        term = _word_form(char)[0]
+        seen = positions.get(term)
+        if seen is None:
+            positions[term] = [pos]
+        else:
+            seen.append(pos)
+        pos += 1
+    return pos

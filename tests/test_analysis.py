@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +15,12 @@ from whoosh.fields import ID, TEXT, Schema
 from whoosh.qparser import OrGroup, QueryParser, WildcardPlugin
 from whoosh.searching import Searcher
 
-from indexer.analysis import MultilingualTokenizer, exact_analyzer, keyword_analyzer
+from indexer.analysis import (
+    MultilingualTokenizer,
+    exact_analyzer,
+    index_terms,
+    keyword_analyzer,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -220,3 +226,15 @@ def test_dictionary_loads_cleanly_and_writes_nothing(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "text", [*DOCS.values(), "ひらがなとカタカナ ア the-end a-a Ёлка ＡＢＣ１２３"]
+)
+def test_index_terms_are_what_both_analyzers_index(text: str) -> None:
+    frequencies, positions = index_terms(text)
+    assert frequencies == Counter(texts(keyword_analyzer(), text))
+    expected: dict[str, list[int]] = {}
+    for token in exact_analyzer()(text, positions=True, mode="index"):
+        expected.setdefault(token.text, []).append(token.pos)
+    assert positions == expected

@@ -11,6 +11,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 
 import pytest
+from whoosh import index as whoosh_index
 
 from indexer import (
     Chunk,
@@ -19,6 +20,8 @@ from indexer import (
     QueryUnprocessable,
     SearchRequest,
 )
+from indexer.schema import build_schema
+from indexer.whoosh_index import _chunk_fields
 from tests.conftest import ROOT
 
 
@@ -249,3 +252,41 @@ def test_a_tenant_or_filter_with_no_documents_finds_nothing(index: DocumentIndex
     ):
         results = index.search(request)
         assert results.hits == [] and results.total == 0
+
+
+def index_contents(path: Path) -> tuple[object, ...]:
+    """Every term's postings (ids, weights, encoded values), field lengths, stored fields."""
+    with whoosh_index.open_dir(str(path)).reader() as reader:
+        postings = {}
+        for field, term in reader.all_terms():
+            matcher, found = reader.postings(field, term), []
+            while matcher.is_active():
+                found.append((matcher.id(), matcher.weight(), matcher.value()))
+                matcher.next()
+            postings[field, term] = found
+        docs = range(reader.doc_count_all())
+        lengths = {f: [reader.doc_field_length(d, f) for d in docs] for f in ("text", "exact")}
+        return postings, lengths, [reader.stored_fields(d) for d in docs]
+
+
+def test_the_writer_indexes_chunks_as_whoosh_itself_would(tmp_path: Path) -> None:
+    # The writer analyses each chunk once for `text` and `exact` (index_terms) and writes
+    # the postings itself: the segment must hold exactly what Whoosh's add_document makes.
+    docs = [
+        document("zh", "中华人民共和国成立了，首都在北京。北京北京。\f上海是一个国际大都市。"),
+        document("ru", "Ёлка и ёлка: система ищет документы, документы, документы.", language="ru"),
+        document("en", "The the THE KWDB-4001 v2.3.0 user_profile a-a 192.168.0.1 c++ and 1,000."),
+        document("ja", "ひらがなとカタカナ ア 東京タワー", document_type="memo", submitter="kim"),
+        document("stop", "the and of", created_at=datetime(2024, 5, 1, tzinfo=UTC)),
+    ]
+    ours = DocumentIndex(tmp_path / "ours")
+    with ours.batch() as batch:
+        for doc in docs:
+            batch.replace(doc)
+    (tmp_path / "plain").mkdir()
+    plain = whoosh_index.create_in(str(tmp_path / "plain"), build_schema())
+    with plain.writer() as writer:
+        for doc in docs:
+            for fields in _chunk_fields(doc):
+                writer.add_document(**fields)
+    assert index_contents(ours.path) == index_contents(tmp_path / "plain")
