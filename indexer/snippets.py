@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Iterable
 
 from indexer.analysis import MultilingualTokenizer, indexed_form, word_form
@@ -34,7 +35,19 @@ def snippet(text: str, terms: Iterable[str], exact: bool, max_chars: int) -> str
     matches = _prefix_matches(text, wanted, exact) if wanted else []
     if matches:
         return _around(text, matches, max_chars)
+    if not _may_hold(text, wanted):
+        # No term even nearly occurs (a hit through its title, most often): tokenizing the
+        # whole chunk would find nothing either.
+        return _cut(text, 0, max_chars)
     return _excerpt(text, wanted, exact, max_chars) or _cut(text, 0, max_chars)
+
+
+def _may_hold(text: str, wanted: frozenset[str]) -> bool:
+    """Whether a term could occur in ``text`` as a word that does not start with it: text
+    folded as the tokenizer folds words, each term without its last letter (a stem's "i" is
+    a word's "y")."""
+    folded = unicodedata.normalize("NFKC", text).lower().replace("ё", "е")
+    return any((term[:-1] if len(term) > 3 else term) in folded for term in wanted)
 
 
 def _prefix_matches(text: str, wanted: frozenset[str], exact: bool) -> list[tuple[int, int, str]]:

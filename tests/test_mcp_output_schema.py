@@ -1,4 +1,5 @@
-"""Compacted output schemas accept and refuse what the models themselves do."""
+"""Compacted schemas (tool outputs, the search filters) accept and refuse what the models
+themselves do."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ from typing import Any
 
 import jsonschema
 import pytest
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from api.mcp.documents import DocumentStatusOut, SearchOutput, SearchResult
-from api.mcp.output_schema import compact_schema
+from api.mcp.documents import DocumentStatusOut, SearchFilters, SearchOutput, SearchResult
+from api.mcp.output_schema import compact_field, compact_schema
 
 
 def _model_accepts(document: dict[str, Any]) -> bool:
@@ -99,3 +100,36 @@ def test_compact_schema_agrees_with_the_model_on_valid_and_broken_outputs() -> N
     for broken in _broken_variants(SEARCH_OUTPUT):
         assert not _model_accepts(broken)
         assert not compact.is_valid(broken)
+
+
+def test_compact_nullable_filters_agree_with_the_model() -> None:
+    """The ``filters`` input of searchDocuments, published compact and nullable."""
+    schema = compact_field(SearchFilters, nullable=True).json_schema
+    assert schema is not None and "anyOf" not in schema
+    assert schema["properties"]["documentType"] == {
+        "default": None,
+        "description": "Filter by document type/format",
+        "maxLength": 128,
+        "type": ["string", "null"],
+    }
+    compact = jsonschema.Draft202012Validator(schema)
+
+    def model_accepts(value: Any) -> bool:
+        try:
+            TypeAdapter(SearchFilters | None).validate_json(json.dumps(value), strict=True)
+        except ValidationError:
+            return False
+        return True
+
+    good = [None, {}, {"documentType": "memo", "searchMode": "exact"}, {"dateFrom": None}]
+    bad = [
+        {"documentType": "x" * 200},
+        {"searchMode": "fuzzy"},
+        {"bogus": 1},
+        {"submitter": 5},
+        "memo",
+    ]
+    for value in good:
+        assert compact.is_valid(value) and model_accepts(value), value
+    for value in bad:
+        assert not compact.is_valid(value) and not model_accepts(value), value

@@ -216,7 +216,9 @@ def register(server: LdimsMCP) -> None:
                 f"{settings.search_max_results_hard_limit}.",
             ),
         ] = 5,
-        filters: SearchFilters | None = None,
+        filters: Annotated[
+            SearchFilters | None, compact_field(SearchFilters, nullable=True)
+        ] = None,
         offset: Annotated[
             int, Field(ge=0, le=10_000, description="Results to skip (for the next page)")
         ] = 0,

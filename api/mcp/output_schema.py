@@ -20,11 +20,17 @@ from pydantic import BaseModel, WithJsonSchema
 
 _DEFS = "#/$defs/"
 _NULL = {"type": "null"}
+# Keywords that would also judge a null: a schema with any of them keeps its anyOf. Every
+# other validation keyword (maxLength, minimum, properties, required …) applies to one type
+# only, so it can share a type list with "null".
+_JUDGE_ANY_TYPE = frozenset(
+    {"enum", "const", "allOf", "anyOf", "oneOf", "not", "$ref", "if", "then", "else"}
+)
 
 
 def compact_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """``model``'s JSON schema with every ``$ref`` inlined, ``anyOf [X, null]`` as a type
-    list and the generated ``title`` keywords dropped."""
+    """``model``'s JSON schema with every ``$ref`` inlined, ``anyOf [X, null]`` as X with a
+    type list, and the generated ``title`` keywords dropped."""
     schema = model.model_json_schema()
     definitions = schema.pop("$defs", {})
     return _compact(schema, definitions)
@@ -38,7 +44,7 @@ def compact_field(
     if array:
         schema = {"type": "array", "items": schema}
     if nullable:
-        schema = {"anyOf": [schema, _NULL]}
+        schema = _nullable_as_type_list({"anyOf": [schema, _NULL]})
     return WithJsonSchema(schema)
 
 
@@ -67,8 +73,9 @@ def _nullable_as_type_list(node: dict[str, Any]) -> dict[str, Any]:
     if not (isinstance(options, list) and len(options) == 2 and _NULL in options):
         return node
     other = options[0] if options[1] == _NULL else options[1]
-    if set(other) != {"type"} or not isinstance(other["type"], str):
-        return node  # a nullable object or array keeps its anyOf
+    if not isinstance(other.get("type"), str) or _JUDGE_ANY_TYPE & set(other):
+        return node
     simplified = {key: value for key, value in node.items() if key != "anyOf"}
+    simplified.update(other)
     simplified["type"] = [other["type"], "null"]
     return simplified
