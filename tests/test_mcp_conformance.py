@@ -213,7 +213,9 @@ def test_inspector_lists_the_tools_with_their_input_schemas(served: str, tmp_pat
     assert search["type"] == "object"
     assert search["required"] == ["query"]
     assert {"query", "maxResults", "filters", "offset"} <= set(search["properties"])
-    filters = search["$defs"]["SearchFilters"]["properties"]
+    # Published inline (no $defs to resolve), an object or null.
+    assert search["properties"]["filters"]["type"] == ["object", "null"]
+    filters = search["properties"]["filters"]["properties"]
     assert {"dateFrom", "dateTo", "documentType", "submitter", "collection"} <= set(filters)
     assert filters["searchMode"]["enum"] == ["exact", "semantic"]
 
