@@ -57,5 +57,7 @@ def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAP
     app.state.mcp = mcp_server
     # The MCP app is one route (/mcp) without middleware: taking the route rather than
     # mounting the app at "/" keeps FastAPI's own 404 (in the seed's shape) for other paths.
-    app.router.routes.extend(mcp_app.routes)
+    # It goes first: matching a request against every API route before it cost each MCP call
+    # a tenth of the server's time (measured).
+    app.router.routes[0:0] = mcp_app.routes
     return app
