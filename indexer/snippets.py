@@ -19,6 +19,7 @@ _KEYWORD = MultilingualTokenizer(cjk="search")
 _EXACT = MultilingualTokenizer(cjk="chars")
 ELLIPSIS = "…"
 _SPACES = re.compile(r"\s+")
+_WORD_REST = re.compile(r"\w*")
 _CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 
 
@@ -26,40 +27,99 @@ def snippet(text: str, terms: Iterable[str], exact: bool, max_chars: int) -> str
     """An excerpt of ``text`` of about ``max_chars`` characters around the query ``terms``
     (their indexed forms), each occurrence in **bold**; the beginning when none occurs.
 
-    A stem is nearly always the beginning of the words it comes from, so a regular
-    expression finds the words that start with a term, and each is kept when its indexed
-    form (the same cached stemming the index used) is a term. Only when that finds nothing
-    (a stem that is not a prefix, as "happi" of "happy") is the chunk tokenized.
+    A stem is nearly always the beginning of the words it comes from, so the words that
+    start with a term are found in the text, and each is kept when its indexed form (the
+    same cached stemming the index used) is a term. Only when that finds nothing (a stem
+    that is not a prefix, as "fire" of "firing") is text tokenized: the stretch around the
+    first word that nearly starts with a term, or nothing when no word does (a hit through
+    its title, most often).
     """
     wanted = frozenset(terms)
     matches = _prefix_matches(text, wanted, exact) if wanted else []
     if matches:
         return _around(text, matches, max_chars)
-    if not _may_hold(text, wanted):
-        # No term even nearly occurs (a hit through its title, most often): tokenizing the
-        # whole chunk would find nothing either.
+    near = _nearly_starting(text, wanted)
+    if near is None:
         return _cut(text, 0, max_chars)
-    return _excerpt(text, wanted, exact, max_chars) or _cut(text, 0, max_chars)
+    begin, end = _word_bounds(text, max(0, near - max_chars), min(len(text), near + 2 * max_chars))
+    excerpt = _excerpt(text[begin:end], wanted, exact, max_chars)
+    if excerpt is None:
+        return _cut(text, 0, max_chars)
+    prefix = ELLIPSIS if begin > 0 and not excerpt.startswith(ELLIPSIS) else ""
+    suffix = ELLIPSIS if end < len(text) and not excerpt.endswith(ELLIPSIS) else ""
+    return prefix + excerpt + suffix
 
 
-def _may_hold(text: str, wanted: frozenset[str]) -> bool:
-    """Whether a term could occur in ``text`` as a word that does not start with it: text
-    folded as the tokenizer folds words, each term without its last letter (a stem's "i" is
-    a word's "y")."""
+def _nearly_starting(text: str, wanted: frozenset[str]) -> int | None:
+    """Where the first word of ``text`` starts that begins with a term less its last letter
+    (a stem's "e" or "i" is not always in the word), in the text folded as the tokenizer
+    folds words ("ё" as "е", full-width as ASCII); None when no word does."""
     folded = unicodedata.normalize("NFKC", text).lower().replace("ё", "е")
-    return any((term[:-1] if len(term) > 3 else term) in folded for term in wanted)
+    if len(folded) != len(text):
+        folded = text.lower()  # offsets must stay those of the text
+    first = None
+    for term in wanted:
+        probe = term[:-1] if len(term) > 3 else term
+        at = folded.find(probe)
+        while at >= 0 and (first is None or at < first):
+            if at == 0 or not _is_word_char(folded[at - 1]) or _CJK.match(probe):
+                first = at
+                break
+            at = folded.find(probe, at + 1)
+    return first
 
 
 def _prefix_matches(text: str, wanted: frozenset[str], exact: bool) -> list[tuple[int, int, str]]:
+    """(start, end, term) of the words of ``text`` that start with a term and whose indexed
+    form is a term, and of the Han terms anywhere; left to right, never overlapping.
+
+    Each term is looked for with ``str.find`` in the lowercased text (C speed); a regular
+    expression alternating over the terms, case-insensitive, cost several times more a hit.
+    """
+    folded = text.lower()
+    if len(folded) != len(text):  # a letter whose lowercase is longer (İ): offsets would move
+        return _regex_prefix_matches(text, wanted, exact)
+    candidates: list[tuple[int, int, str | None]] = []
+    for term in wanted:
+        han = _CJK.match(term) is not None
+        at = folded.find(term)
+        while at >= 0:
+            if han:
+                candidates.append((at, at + len(term), term))
+            elif at == 0 or not _is_word_char(folded[at - 1]):
+                end = _WORD_REST.match(folded, at + len(term)).end()  # type: ignore[union-attr]
+                candidates.append((at, end, None))
+            at = folded.find(term, at + 1)
+    # As a scan from the left would take them: the longest at each place, none inside another.
+    candidates.sort(key=lambda candidate: (candidate[0], candidate[0] - candidate[1]))
+    matches = []
+    last_end = -1
+    for start, end, han_term in candidates:
+        if start < last_end:
+            continue
+        last_end = end
+        form = han_term if han_term is not None else _indexed_word(text[start:end], exact)
+        if form in wanted:
+            matches.append((start, end, form))
+    return matches
+
+
+def _is_word_char(char: str) -> bool:
+    return char.isalnum() or char == "_"
+
+
+def _indexed_word(word: str, exact: bool) -> str | None:
+    form, kind = word_form(word)
+    return form if exact else indexed_form(form, kind)
+
+
+def _regex_prefix_matches(
+    text: str, wanted: frozenset[str], exact: bool
+) -> list[tuple[int, int, str]]:
     matches = []
     for match in _prefixes(wanted).finditer(text):
         found = match.group()
-        if _CJK.match(found):
-            form: str | None = found  # the Han pattern matches a term itself
-        else:
-            form, kind = word_form(found)
-            if not exact:
-                form = indexed_form(form, kind)
+        form = found if _CJK.match(found) else _indexed_word(found, exact)
         if form in wanted:
             matches.append((match.start(), match.end(), form))
     return matches
