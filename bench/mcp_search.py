@@ -30,16 +30,18 @@ What it measures
    ``httpx2.AsyncClient`` (one keep-alive connection; header ``X-LDIMS-Tenant: bench``) and
    its own ``mcp.Client(streamable_http_client(url), mode=--mode)`` (``auto``: the 2026
    sessionless protocol; ``legacy``: the 2025-11-25 handshake), connected once before the
-   timed phases. Each client calls in a closed loop, one call at a time: first ``echo`` (with
-   the query texts as its argument) for ``--seconds``, then ``searchDocuments`` for
-   ``--seconds``, each phase after ``--warmup`` seconds of the same calls that are not counted.
+   timed phases. Each client calls in a closed loop, one call at a time: ``echo`` (with the
+   query texts as its argument) and ``searchDocuments``, ``--seconds`` each, after
+   ``--warmup`` seconds of each that are not counted. The tools take turns (``--rounds``, 4:
+   echo 5 s, search 5 s, echo 5 s, …; each client goes on in its queries where its last turn
+   stopped) so that the machine's drift between the two measurements weighs on both alike.
    A call's latency is the wall time of ``client.call_tool`` (serialisation, HTTP, the server,
    parsing and the SDK's output-schema validation). A call that raises, or returns
    ``isError``, counts as an error (by exception type or ``errorCode``) and is left out of the
-   latencies. calls/s = successful calls / wall time of the phase (start to the end of the
-   last call, which may start up to the end of the phase). Server and client CPU are read
-   before and after each phase (``psutil`` for the server, ``time.process_time`` here), and
-   so is the whole machine's (``psutil.cpu_times()``): the rest is what other processes took,
+   latencies. calls/s = successful calls / wall time of a tool's turns (each from its start
+   to the end of its last call, which may start up to the end of the turn). Server and client
+   CPU are read before and after each turn (``psutil`` for the server, ``time.process_time``
+   here), and so is the whole machine's (``psutil.cpu_times()``): the rest is what other processes took,
    which matters on a shared 2-CPU machine. The server's CPU per call also gives each tool's
    ceiling with a core to itself (calls / server CPU seconds), which the machine's load does
    not change much. ``searchDocuments`` reports its own ``executionTime`` (the wall time of
@@ -483,12 +485,19 @@ class Phase:
 
 
 async def call_loop(
-    client: Client, tool: str, calls: list[dict[str, Any]], first: int, end: float, phase: Phase
+    client: Client,
+    tool: str,
+    calls: list[dict[str, Any]],
+    positions: list[int],
+    slot: int,
+    end: float,
+    phase: Phase,
 ) -> None:
-    number = first
+    """Client ``slot`` calls in a closed loop until ``end``, going on in ``calls`` from
+    ``positions[slot]`` (kept for its next round)."""
     while time.perf_counter() < end:
-        arguments = calls[number % len(calls)]
-        number += 1
+        arguments = calls[positions[slot] % len(calls)]
+        positions[slot] += 1
         structured = await timed_call(client, tool, arguments, phase)
         if structured is not None and tool == "searchDocuments":
             phase.hits.append(len(structured.get("results", ())))
@@ -497,28 +506,39 @@ async def call_loop(
                 phase.search_times.append(float(execution.rstrip("s")))
 
 
+def start_positions(clients: int, calls: list[dict[str, Any]]) -> list[int]:
+    """Client *i* starts at call ``i * len(calls) / clients``."""
+    step = len(calls) // clients
+    return [number * step for number in range(clients)]
+
+
 async def run_phase(
     clients: list[Client],
     tool: str,
     calls: list[dict[str, Any]],
     seconds: float,
     server_process: psutil.Process,
+    phase: Phase | None = None,
+    positions: list[int] | None = None,
 ) -> Phase:
-    phase = Phase(tool, len(clients), seconds)
+    """``seconds`` of calls by every client, added to ``phase`` (a new one by default)."""
+    phase = phase or Phase(tool, len(clients), seconds)
+    positions = positions or start_positions(len(clients), calls)
     cpu_before = server_process.cpu_times()
     client_before = time.process_time()
     machine_before = busy_seconds()
     started = time.perf_counter()
     end = started + seconds
-    step = len(calls) // len(clients)
     async with anyio.create_task_group() as group:
-        for number, client in enumerate(clients):
-            group.start_soon(call_loop, client, tool, calls, number * step, end, phase)
-    phase.wall = time.perf_counter() - started
-    phase.client_cpu = time.process_time() - client_before
-    phase.machine_cpu = busy_seconds() - machine_before
+        for slot, client in enumerate(clients):
+            group.start_soon(call_loop, client, tool, calls, positions, slot, end, phase)
+    phase.wall += time.perf_counter() - started
+    phase.client_cpu += time.process_time() - client_before
+    phase.machine_cpu += busy_seconds() - machine_before
     cpu_after = server_process.cpu_times()
-    phase.server_cpu = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
+    phase.server_cpu += (cpu_after.user + cpu_after.system) - (
+        cpu_before.user + cpu_before.system
+    )
     return phase
 
 
@@ -541,13 +561,23 @@ async def run_load(
             transport = streamable_http_client(server.url, http_client=http)
             clients.append(await stack.enter_async_context(Client(transport, mode=args.mode)))
         protocol = str(clients[0].protocol_version)
-        for tool, calls in (("echo", echo_calls), ("searchDocuments", queries)):
+        work = (("echo", echo_calls), ("searchDocuments", queries))
+        for tool, calls in work:
             if args.warmup > 0:
                 await run_phase(clients, tool, calls, args.warmup, process)
-            phase = await run_phase(clients, tool, calls, args.seconds, process)
-            phases.append(phase)
+        # The tools take turns in rounds, so that the machine's drift (other work, clock
+        # speed) weighs on both alike rather than on whichever ran second.
+        positions = {tool: start_positions(len(clients), calls) for tool, calls in work}
+        phases = [Phase(tool, len(clients), args.seconds) for tool, _ in work]
+        for _ in range(args.rounds):
+            for phase, (tool, calls) in zip(phases, work, strict=True):
+                slice_seconds = args.seconds / args.rounds
+                await run_phase(
+                    clients, tool, calls, slice_seconds, process, phase, positions[tool]
+                )
+        for phase in phases:
             print(
-                f"{tool}: {phase.calls} calls in {phase.wall:.1f}s "
+                f"{phase.tool}: {phase.calls} calls in {phase.wall:.1f}s "
                 f"({phase.rate:.1f}/s), errors {sum(phase.errors.values())}",
                 flush=True,
             )
@@ -754,7 +784,10 @@ def notes(
         f"serving `create_app(settings)` + an `echo` tool; tools listed: {', '.join(tools)}. "
         f"Clients: {args.clients} `mcp.Client`s in this process, mode `{args.mode}` "
         f"(protocol {protocol}), one `httpx2.AsyncClient` each; {args.warmup:g}s warm-up "
-        "per tool not counted. Latency and calls/s count successful calls only.",
+        f"per tool not counted, then the tools take {args.rounds} turns each of "
+        f"{args.seconds / args.rounds:g}s (echo, search, echo, …), each client going on in "
+        "its queries where its last turn stopped. Latency and calls/s count successful calls "
+        "only.",
         "search p50/p95: the `executionTime` that `searchDocuments` reports (wall time of "
         "`index.search` in the server's worker thread, waiting for the searcher lock included; "
         "the baseline: its own latency). "
@@ -802,7 +835,8 @@ def report(
 
 def command_flags(args: argparse.Namespace) -> str:
     flags = " --quick" if args.quick else f" --seconds {args.seconds:g} --warmup {args.warmup:g}"
-    flags += f" --clients {args.clients} --mode {args.mode} --queries {args.queries}"
+    flags += f" --rounds {args.rounds} --clients {args.clients} --mode {args.mode}"
+    flags += f" --queries {args.queries}"
     flags += f" --seed {args.seed}" + " --optimize" * args.optimize
     return flags
 
@@ -814,6 +848,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per tool")
     parser.add_argument("--warmup", type=float, default=3.0, help="untimed seconds per tool")
+    parser.add_argument(
+        "--rounds", type=int, default=4, help="turns each tool takes (--seconds split evenly)"
+    )
     parser.add_argument("--quick", action="store_true", help="3 s per tool, 1 s warm-up")
     parser.add_argument("--clients", type=int, default=8, help="concurrent SDK clients")
     parser.add_argument("--mode", choices=("auto", "legacy"), default="auto", help="MCP mode")
