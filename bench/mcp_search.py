@@ -36,17 +36,17 @@ What it measures
    echo 5 s, search 5 s, echo 5 s, …; each client goes on in its queries where its last turn
    stopped) so that the machine's drift between the two measurements weighs on both alike.
    A call's latency is the wall time of ``client.call_tool`` (serialisation, HTTP, the server,
-   parsing and the SDK's output-schema validation). A call that raises, or returns
-   ``isError``, counts as an error (by exception type or ``errorCode``) and is left out of the
-   latencies. calls/s = successful calls / wall time of a tool's turns (each from its start
-   to the end of its last call, which may start up to the end of the turn). Server and client
-   CPU are read before and after each turn (``psutil`` for the server, ``time.process_time``
-   here), and so is the whole machine's (``psutil.cpu_times()``): the rest is what other processes took,
-   which matters on a shared 2-CPU machine. The server's CPU per call also gives each tool's
-   ceiling with a core to itself (calls / server CPU seconds), which the machine's load does
-   not change much. ``searchDocuments`` reports its own ``executionTime`` (the wall time of
-   ``index.search`` in its worker thread, waiting for the searcher lock included): its
-   percentiles are reported too.
+   parsing and the SDK's output-schema validation). A call that raises, or returns ``isError``,
+   counts as an error (by exception type or ``errorCode``) and is left out of the latencies.
+   calls/s = successful calls / wall time of a tool's turns (each from its start to the end of
+   its last call, which may start up to the end of the turn). Server and client CPU are read
+   before and after each turn (``psutil`` for the server, ``time.process_time`` here), and so is
+   the whole machine's (``psutil.cpu_times()``): the rest is what other processes took, which
+   matters on a shared 2-CPU machine. The server's CPU per call also gives each tool's ceiling
+   with a core to itself (calls / server CPU seconds), which the machine's load does not change
+   much. ``searchDocuments`` reports its own ``executionTime`` (the wall time of ``index.search``
+   in its worker thread, waiting for the searcher lock included): its percentiles are reported
+   too.
 
    The queries (``--queries``, default 1,000, ``random.Random(--seed)``) come from the text
    the corpus documents yielded: 45 % are 1-3 words drawn from each language's 2,000 most
