@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from whoosh.query import And, Or, Query, Term
+from whoosh.query import And, Or, Phrase, Query, Term
 from whoosh.searching import Searcher
 
 from indexer.postings import PostingStore, SegmentArrays
@@ -30,7 +30,8 @@ from indexer.scoring import K1, B
 # A sparse result: sorted unique chunk numbers and their scores.
 Scored = tuple[np.ndarray, np.ndarray]
 _EMPTY: Scored = (np.zeros(0, np.int64), np.zeros(0, np.float64))
-_MAX_TERM_MASKS = 256
+# Filter masks a searcher keeps: one byte a chunk each, 64 MiB in all.
+_MASK_BYTES = 64 * 2**20
 # Scored postings a searcher keeps (16 bytes each) before its term cache starts again.
 _MAX_SCORED_POSTINGS = 2_000_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
@@ -65,6 +66,8 @@ class Snapshot:
         self._days: np.ndarray | None = None
         self.masks: dict[Any, np.ndarray] = {}
         self._term_masks: dict[tuple[str, str], np.ndarray] = {}
+        # How many masks of each kind fit the byte bound (at least a few).
+        self.max_masks = max(4, _MASK_BYTES // 2 // max(self.size, 1))
 
     # --- per-chunk columns of the whole index -----------------------------------------------
     def alive(self) -> np.ndarray:
@@ -96,7 +99,7 @@ class Snapshot:
         key = (fieldname, value)
         mask = self._term_masks.get(key)
         if mask is None:
-            if len(self._term_masks) >= _MAX_TERM_MASKS:
+            if len(self._term_masks) >= self.max_masks:
                 self._term_masks.clear()
             mask = self._term_masks[key] = self._read_term_mask(fieldname, value)
         return mask
@@ -209,7 +212,9 @@ class Snapshot:
             self.searcher.doc_frequency(fieldname, text)
             for fieldname, text in parsed.iter_all_terms()
         )
-        stand_on_allowed = len(allowed_ids) < _STEP_COST * postings
+        # Only a phrase's matcher can be moved to chosen chunks and scored there; others (an
+        # ANDMAYBE scores its optional side where that side stands) are walked whole.
+        stand_on_allowed = type(parsed) is Phrase and len(allowed_ids) < _STEP_COST * postings
         for leaf in self.leaves:
             matcher = parsed.matcher(leaf.searcher, context)
             size = leaf.arrays.size

@@ -278,7 +278,7 @@ def _allowed_chunks(snapshot: Snapshot, request: SearchRequest) -> np.ndarray:
         start = day_number(request.date_from) if request.date_from else NO_DAY + 1
         end = day_number(request.date_to) if request.date_to else 2**31 - 1
         allowed &= (days >= start) & (days <= end)
-    if len(masks) >= _MAX_FILTER_COMBINATIONS:
+    if len(masks) >= min(_MAX_FILTER_COMBINATIONS, snapshot.max_masks):
         masks.clear()  # a long-lived searcher must not grow without bound
     masks[key] = allowed
     return allowed

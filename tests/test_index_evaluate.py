@@ -74,6 +74,7 @@ QUERIES = [
     "中华人民共和国",
     "storage AND drive",
     "storage NOT drive",
+    "storage ANDMAYBE drive",
     "(硬盘 OR система) AND report",
     "отчёт документы",
 ]

@@ -15,12 +15,10 @@ What the SDK leaves to us, done once here for every toolset:
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import anyio
@@ -73,9 +71,6 @@ class LdimsMCP(MCPServer):
         self._readers: list[tuple[re.Pattern[str], ResourceReader]] = []
         # What toolsets hold open (database pools …), released by close().
         self._closers: list[Callable[[], None]] = []
-        # Threads of blocking work (as many as anyio's default limit).
-        self._threads = ThreadPoolExecutor(max_workers=40, thread_name_prefix="ldims-mcp")
-        self.on_close(functools.partial(self._threads.shutdown, wait=False))
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Call ``closer`` when the server shuts down."""
@@ -102,19 +97,11 @@ class LdimsMCP(MCPServer):
             ) from exc
 
     async def blocking(self, function: Callable[..., T], *args: Any) -> T:
-        """Run blocking work in a thread that the request's time limit can abandon.
-
-        On asyncio (uvicorn, stdio, in-memory clients) the work goes straight to a thread
-        pool: ``anyio.to_thread`` costs ~0.3 ms of CPU a call in cancel scopes and its
-        capacity limiter, a fifth of a whole search call (measured). A cancelled await
-        abandons the thread's result, as ``abandon_on_cancel`` does.
-        """
-        call = functools.partial(function, *args)
-        try:
-            loop = asyncio.get_running_loop()
-        except RuntimeError:  # another event loop (trio)
-            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
-        return await loop.run_in_executor(self._threads, call)
+        """Run blocking work in a thread that the request's time limit can abandon (an
+        abandoned thread gives its capacity back, so stuck work never starves later calls)."""
+        return await anyio.to_thread.run_sync(
+            functools.partial(function, *args), abandon_on_cancel=True
+        )
 
     # --- tools -----------------------------------------------------------------------------
     async def call_tool(
