@@ -17,6 +17,7 @@ set is a boolean mask over those numbers, with deleted chunks never allowed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,10 +65,9 @@ class Snapshot:
         self._alive: np.ndarray | None = None
         self._documents: np.ndarray | None = None
         self._days: np.ndarray | None = None
-        self.masks: dict[Any, np.ndarray] = {}
-        self._term_masks: dict[tuple[str, str], np.ndarray] = {}
-        # How many masks of each kind fit the byte bound (at least a few).
-        self.max_masks = max(4, _MASK_BYTES // 2 // max(self.size, 1))
+        # Filter masks (a term's, or a whole filter's), as many as fit the byte bound.
+        self._masks: dict[Any, np.ndarray] = {}
+        self._max_masks = max(8, _MASK_BYTES // max(self.size, 1))
 
     # --- per-chunk columns of the whole index -----------------------------------------------
     def alive(self) -> np.ndarray:
@@ -93,16 +93,20 @@ class Snapshot:
             self._days = self._concatenate(self.store.days, np.int64)
         return self._days
 
+    def mask(self, key: Any, make: Callable[[], np.ndarray]) -> np.ndarray:
+        """The mask cached under ``key``, made by ``make()`` the first time (a long-lived
+        searcher starts over past the byte bound rather than grow)."""
+        found = self._masks.get(key)
+        if found is None:
+            if len(self._masks) >= self._max_masks:
+                self._masks.clear()
+            found = self._masks[key] = make()
+        return found
+
     def term_mask(self, fieldname: str, value: str) -> np.ndarray:
         """Mask of the chunks holding an (unanalysed) term, e.g. a tenant (kept: filters
         combine the same few values in many ways)."""
-        key = (fieldname, value)
-        mask = self._term_masks.get(key)
-        if mask is None:
-            if len(self._term_masks) >= self.max_masks:
-                self._term_masks.clear()
-            mask = self._term_masks[key] = self._read_term_mask(fieldname, value)
-        return mask
+        return self.mask(("term", fieldname, value), lambda: self._read_term_mask(fieldname, value))
 
     def _read_term_mask(self, fieldname: str, value: str) -> np.ndarray:
         mask = np.zeros(self.size, dtype=bool)
@@ -125,7 +129,7 @@ class Snapshot:
         kind = type(parsed)
         if kind is Term:
             return self._term(parsed, allowed)
-        if kind is Or and _plain(parsed):
+        if kind is Or and _plain_or(parsed):
             return self._union(parsed, allowed)
         if kind is And:
             return self._intersection(parsed, allowed)
@@ -208,13 +212,12 @@ class Snapshot:
         context = self.searcher.context(needs_current=True)
         ids: list[int] = []
         scores: list[float] = []
-        postings = sum(
+        # Only a phrase's matcher can be moved to chosen chunks and scored there; others (an
+        # ANDMAYBE scores its optional side where that side stands) are walked whole.
+        stand_on_allowed = type(parsed) is Phrase and len(allowed_ids) < _STEP_COST * sum(
             self.searcher.doc_frequency(fieldname, text)
             for fieldname, text in parsed.iter_all_terms()
         )
-        # Only a phrase's matcher can be moved to chosen chunks and scored there; others (an
-        # ANDMAYBE scores its optional side where that side stands) are walked whole.
-        stand_on_allowed = type(parsed) is Phrase and len(allowed_ids) < _STEP_COST * postings
         for leaf in self.leaves:
             matcher = parsed.matcher(leaf.searcher, context)
             size = leaf.arrays.size
@@ -237,7 +240,7 @@ def _flatten(
 ) -> None:
     if type(parsed) is Term:
         parts.append(snapshot._term(parsed, allowed, boost))
-    elif type(parsed) is Or and _plain(parsed):
+    elif type(parsed) is Or and _plain_or(parsed):
         for sub in parsed.subqueries:
             _flatten(snapshot, sub, boost * parsed.boost, allowed, parts)
     else:
@@ -245,11 +248,9 @@ def _flatten(
         parts.append((ids, scores * boost))
 
 
-def _plain(parsed: Query) -> bool:
-    """An OR or AND with nothing but the plain meaning (an OR's coordination scaling is not
-    reproduced here: Whoosh scores those)."""
-    kind = type(parsed)
-    return kind is And or (kind is Or and parsed.scale is None)
+def _plain_or(parsed: Or) -> bool:
+    """An OR without Whoosh's coordination scaling (not reproduced here: Whoosh scores those)."""
+    return parsed.scale is None
 
 
 def _sum_by_chunk(ids: np.ndarray, scores: np.ndarray) -> Scored:

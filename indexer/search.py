@@ -34,7 +34,6 @@ from indexer.model import (
 from indexer.snippets import snippet
 
 MAX_QUERY_CHARS = 2000
-_MAX_FILTER_COMBINATIONS = 256
 # Measured: a title boost above 1 lowers nDCG (xquad, cranfield); 0.5-0.7 is best.
 _TITLE_BOOST = 0.7
 # Weight of the "all terms" query added to the OR of the terms in keyword mode.
@@ -266,10 +265,12 @@ def _allowed_chunks(snapshot: Snapshot, request: SearchRequest) -> np.ndarray:
         if value
     ]
     key = (tuple(terms), request.date_from, request.date_to)
-    masks = snapshot.masks
-    allowed = masks.get(key)
-    if allowed is not None:
-        return allowed
+    return snapshot.mask(key, lambda: _filter_mask(snapshot, terms, request))
+
+
+def _filter_mask(
+    snapshot: Snapshot, terms: list[tuple[str, str]], request: SearchRequest
+) -> np.ndarray:
     allowed = snapshot.alive().copy()
     for field, value in terms:
         allowed &= snapshot.term_mask(field, value)
@@ -278,9 +279,6 @@ def _allowed_chunks(snapshot: Snapshot, request: SearchRequest) -> np.ndarray:
         start = day_number(request.date_from) if request.date_from else NO_DAY + 1
         end = day_number(request.date_to) if request.date_to else 2**31 - 1
         allowed &= (days >= start) & (days <= end)
-    if len(masks) >= min(_MAX_FILTER_COMBINATIONS, snapshot.max_masks):
-        masks.clear()  # a long-lived searcher must not grow without bound
-    masks[key] = allowed
     return allowed
 
 
