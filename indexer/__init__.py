@@ -5,11 +5,13 @@ version. Writers go through ``replace_document`` / ``delete_documents`` / ``batc
 through ``search`` and the small read helpers.
 """
 
+from indexer.deadline import SearchOverdue
 from indexer.model import (
     Chunk,
     IndexBusy,
     IndexedDocument,
     QueryUnprocessable,
+    SearcherBusy,
     SearchHit,
     SearchMode,
     SearchRequest,
@@ -32,7 +34,9 @@ __all__ = [
     "SearchHit",
     "SearchMode",
     "SearchRequest",
+    "SearchOverdue",
     "SearchResults",
+    "SearcherBusy",
     "day_number",
     "replace_folder",
 ]

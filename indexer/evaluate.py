@@ -25,6 +25,7 @@ import numpy as np
 from whoosh.query import And, Or, Phrase, Query, Term
 from whoosh.searching import Searcher
 
+from indexer.deadline import check, checked
 from indexer.postings import PostingStore, SegmentArrays
 from indexer.scoring import K1, B
 
@@ -38,6 +39,8 @@ _MAX_SCORED_POSTINGS = 2_000_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
 # rather than walked over all its matches (one skip costs about three steps of a walk).
 _STEP_COST = 3
+# Matcher steps between two looks at the search's deadline.
+_CHECK_STEPS = 512
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,7 @@ class Snapshot:
         if self._alive is None:
             alive = np.ones(self.size, dtype=bool)
             for leaf in self.leaves:
+                check()
                 reader = leaf.searcher.reader()
                 if reader.has_deletions():
                     deleted = np.fromiter(reader.segment().deleted_docs(), dtype=np.int64)
@@ -112,6 +116,7 @@ class Snapshot:
         mask = np.zeros(self.size, dtype=bool)
         text = value.encode("utf-8")
         for leaf in self.leaves:
+            check()
             ids, _ = self.store.term(leaf.arrays, leaf.searcher.reader(), fieldname, text)
             mask[ids.astype(np.int64) + leaf.offset] = True
         return mask
@@ -165,6 +170,7 @@ class Snapshot:
         tf_parts: list[np.ndarray] = []
         length_parts: list[np.ndarray] = []
         for leaf in self.leaves:
+            check()
             reader = leaf.searcher.reader()
             ids, tfs = self.store.term(leaf.arrays, reader, fieldname, text)
             if len(ids):
@@ -219,13 +225,14 @@ class Snapshot:
             for fieldname, text in parsed.iter_all_terms()
         )
         for leaf in self.leaves:
+            check()
             matcher = parsed.matcher(leaf.searcher, context)
             size = leaf.arrays.size
             if stand_on_allowed:
                 local_ids: Any = _stand_on(matcher, allowed_ids, leaf.offset, size)
             else:
                 local_ids = _walk(matcher)
-            for local in local_ids:
+            for local in checked(local_ids, _CHECK_STEPS):
                 docnum = leaf.offset + local
                 if allowed[docnum]:
                     ids.append(docnum)
@@ -268,7 +275,7 @@ def _stand_on(matcher: Any, allowed: np.ndarray, offset: int, size: int) -> Any:
     """Move ``matcher`` (of a segment starting at chunk ``offset``) to each allowed chunk it
     matches, yielding the segment-local number while it stands there."""
     lo, hi = np.searchsorted(allowed, [offset, offset + size])
-    for docnum in allowed[lo:hi].tolist():
+    for docnum in checked(allowed[lo:hi].tolist(), _CHECK_STEPS):
         if not matcher.is_active():
             return
         local = docnum - offset

@@ -23,6 +23,10 @@ class IndexBusy(Exception):
     """The index lock could not be taken in time; the caller may retry later."""
 
 
+class SearcherBusy(Exception):
+    """A search asked not to wait found the searcher in use, or in need of reopening."""
+
+
 class QueryUnprocessable(Exception):
     """The query has nothing searchable in it (empty, only punctuation or stop words, too long)."""
 

@@ -23,9 +23,14 @@ import numpy as np
 from whoosh.codec.whoosh3 import W3LeafMatcher
 from whoosh.reading import IndexReader, TermNotFound
 
+from indexer.deadline import check, checked
+
 # Postings kept over all segments before the term cache starts again (12 bytes each).
 MAX_CACHED_POSTINGS = 8_000_000
 
+# Postings read one by one between two looks at the search's deadline (a block of 128
+# costs several microseconds: the deadline is checked before each).
+_CHECK_POSTINGS = 1024
 _NO_POSTINGS = (np.zeros(0, np.int32), np.zeros(0, np.float32))
 
 
@@ -95,7 +100,7 @@ class PostingStore:
         if found is None:
             length_of = reader.doc_field_length
             found = np.fromiter(
-                (length_of(docnum, fieldname) or 0 for docnum in range(arrays.size)),
+                (length_of(docnum, fieldname) or 0 for docnum in checked(range(arrays.size))),
                 dtype=np.float64,
                 count=arrays.size,
             )
@@ -105,7 +110,10 @@ class PostingStore:
     def documents(self, arrays: SegmentArrays, reader: IndexReader) -> np.ndarray:
         if arrays.documents is None:
             arrays.documents = np.fromiter(
-                (self._ordinal(value) for value in _column(reader, "document_id", arrays.size)),
+                (
+                    self._ordinal(value)
+                    for value in checked(_column(reader, "document_id", arrays.size))
+                ),
                 dtype=np.int32,
                 count=arrays.size,
             )
@@ -114,7 +122,9 @@ class PostingStore:
     def days(self, arrays: SegmentArrays, reader: IndexReader) -> np.ndarray:
         if arrays.days is None:
             arrays.days = np.fromiter(
-                _column(reader, "created_day", arrays.size), dtype=np.int64, count=arrays.size
+                checked(_column(reader, "created_day", arrays.size)),
+                dtype=np.int64,
+                count=arrays.size,
             )
         return arrays.days
 
@@ -144,6 +154,8 @@ def read_postings_one_by_one(matcher: object) -> tuple[np.ndarray, np.ndarray]:
     ids: list[int] = []
     weights: list[float] = []
     while matcher.is_active():  # type: ignore[attr-defined]
+        if not len(ids) % _CHECK_POSTINGS:
+            check()
         ids.append(matcher.id())  # type: ignore[attr-defined]
         weights.append(matcher.weight())  # type: ignore[attr-defined]
         matcher.next()  # type: ignore[attr-defined]
@@ -155,6 +167,7 @@ def _read_blocks(matcher: W3LeafMatcher) -> tuple[np.ndarray, np.ndarray]:
     id_blocks: list[np.ndarray] = []
     weight_blocks: list[np.ndarray] = []
     while matcher.is_active():
+        check()
         matcher._read_data()
         deltas, weights, _values = matcher._data
         count = matcher._blocklength

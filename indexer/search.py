@@ -22,6 +22,7 @@ from whoosh import qparser, query
 from whoosh.fields import Schema
 from whoosh.searching import Searcher
 
+from indexer.deadline import check
 from indexer.evaluate import Snapshot, best_per_document
 from indexer.model import (
     NO_DAY,
@@ -54,6 +55,7 @@ _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 def run_search(searcher: Searcher, request: SearchRequest, snapshot: Snapshot) -> SearchResults:
     """Search with ``searcher``; ``snapshot`` holds what searches of this searcher share."""
     parsed, fallback = _parse(searcher, request)
+    check()
     allowed = _allowed_chunks(snapshot, request)
     ids, scores = snapshot.evaluate(parsed, allowed)
     wanted = request.offset + request.limit
@@ -66,12 +68,14 @@ def run_search(searcher: Searcher, request: SearchRequest, snapshot: Snapshot) -
         for field, text in parsed.iter_all_terms()
         if field in fields
     }
-    hits = [
-        _hit(searcher, int(docnum), float(score), top, terms, exact, request.snippet_chars)
-        for docnum, score in zip(
-            best[request.offset :].tolist(), best_scores[request.offset :].tolist(), strict=True
+    hits = []
+    for docnum, score in zip(
+        best[request.offset :].tolist(), best_scores[request.offset :].tolist(), strict=True
+    ):
+        check()  # reading stored fields and making a snippet is the slow part of a hit
+        hits.append(
+            _hit(searcher, int(docnum), float(score), top, terms, exact, request.snippet_chars)
         )
-    ]
     return SearchResults(hits=hits, total=total, mode=request.mode, fallback=fallback)
 
 

@@ -34,11 +34,13 @@ from whoosh.system import pack_uint
 from whoosh.writing import IndexWriter, SegmentWriter
 
 from indexer.analysis import index_terms
+from indexer.deadline import deadline_in
 from indexer.evaluate import Snapshot
 from indexer.model import (
     NO_DAY,
     IndexBusy,
     IndexedDocument,
+    SearcherBusy,
     SearchRequest,
     SearchResults,
     day_number,
@@ -259,35 +261,58 @@ class DocumentIndex:
 
     # --- reading ---------------------------------------------------------------------------
     @contextlib.contextmanager
-    def searcher(self) -> Iterator[Searcher]:
-        """A searcher that sees every commit made before this call (held for the block)."""
-        with self._lock:
-            if self._folder_identity() != self._identity:
-                # `ldims reindex` swapped in a rebuilt folder: reopen it.
-                self._index = whoosh_index.open_dir(str(self.path))
-                self._identity = self._folder_identity()
-                if self._searcher is not None:
-                    self._searcher.close()
-                self._searcher = None
-                self._store = PostingStore()
-            if self._searcher is None:
-                self._searcher = self._index.searcher(weighting=weighting())
-                self._snapshot = None
-            elif self._index.latest_generation() != self._searcher.reader().generation():
-                # A commit landed. The Index object keeps the table of contents it read, so it
-                # is refreshed first. Segment readers are not reused: a reused reader keeps
-                # the deletions it saw, and a delete-only commit would stay invisible.
-                self._searcher.close()
-                self._index = self._index.refresh()
-                self._searcher = self._index.searcher(weighting=weighting())
-                self._snapshot = None
-            # Searches of one process run one at a time (they are CPU-bound under the GIL
-            # anyway), so a refresh never closes a searcher another thread is using.
-            yield self._searcher
+    def searcher(self, wait: bool = True) -> Iterator[Searcher]:
+        """A searcher that sees every commit made before this call (held for the block).
 
-    def search(self, request: SearchRequest) -> SearchResults:
-        """Documents of ``request.tenant`` matching the query, best first."""
-        with self.searcher() as searcher:
+        ``wait=False``: raise :class:`SearcherBusy` instead of waiting for another search,
+        or of opening a new searcher (file reads) after a commit.
+        """
+        # Searches of one process run one at a time (they are CPU-bound under the GIL
+        # anyway), so a refresh never closes a searcher another thread is using.
+        if not self._lock.acquire(blocking=wait):
+            raise SearcherBusy("another search holds the searcher")
+        try:
+            if not self._searcher_is_current():
+                if not wait:
+                    raise SearcherBusy("the searcher must be reopened first")
+                self._reopen()
+            yield self._searcher
+        finally:
+            self._lock.release()
+
+    def _searcher_is_current(self) -> bool:
+        return (
+            self._searcher is not None
+            and self._folder_identity() == self._identity
+            and self._index.latest_generation() == self._searcher.reader().generation()
+        )
+
+    def _reopen(self) -> None:
+        if self._folder_identity() != self._identity:
+            # `ldims reindex` swapped in a rebuilt folder: reopen it.
+            self._index = whoosh_index.open_dir(str(self.path))
+            self._identity = self._folder_identity()
+            self._store = PostingStore()
+        else:
+            # A commit landed. The Index object keeps the table of contents it read, so it
+            # is refreshed first. Segment readers are not reused: a reused reader keeps the
+            # deletions it saw, and a delete-only commit would stay invisible.
+            self._index = self._index.refresh()
+        if self._searcher is not None:
+            self._searcher.close()
+        self._searcher = self._index.searcher(weighting=weighting())
+        self._snapshot = None
+
+    def search(
+        self, request: SearchRequest, within: float | None = None, wait: bool = True
+    ) -> SearchResults:
+        """Documents of ``request.tenant`` matching the query, best first.
+
+        ``within``: seconds after which the search stops with :class:`SearchOverdue`
+        (releasing the searcher); ``wait=False``: :class:`SearcherBusy` rather than waiting
+        for another search or reopening the searcher (see :meth:`searcher`).
+        """
+        with deadline_in(within), self.searcher(wait) as searcher:
             if self._snapshot is None:
                 self._snapshot = Snapshot(searcher, self._store)
             return run_search(searcher, request, self._snapshot)

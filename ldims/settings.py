@@ -189,6 +189,14 @@ class Settings(BaseSettings):
         description="Most characters one MCP resource read returns; longer documents continue "
         "through the page-range resource.",
     )
+    mcp_inline_search_seconds: float = Field(
+        default=0.01,
+        ge=0,
+        le=1,
+        description="How long searchDocuments may run on the server's event loop before it "
+        "goes on in a worker thread (most searches take about a millisecond; the thread hop "
+        "costs more than that). 0: always in a thread.",
+    )
 
     # --- SQL toolset (KWDB seed) ----------------------------------------------------------
     sql_url: SecretStr | None = Field(
