@@ -44,9 +44,9 @@ What it measures
    the whole machine's (``psutil.cpu_times()``): the rest is what other processes took, which
    matters on a shared 2-CPU machine. The server's CPU per call also gives each tool's ceiling
    with a core to itself (calls / server CPU seconds), which the machine's load does not change
-   much. ``searchDocuments`` reports its own ``executionTime`` (the wall time of ``index.search``
-   in its worker thread, waiting for the searcher lock included): its percentiles are reported
-   too.
+   much. ``searchDocuments`` reports its own ``executionTime`` (the wall time of its search: on
+   the event loop, or in a worker thread when the searcher is busy or the search outgrows
+   ``MCP_INLINE_SEARCH_SECONDS``, waiting included): its percentiles are reported too.
 
    The queries (``--queries``, default 1,000, ``random.Random(--seed)``) come from the text
    the corpus documents yielded: 45 % are 1-3 words drawn from each language's 2,000 most
@@ -468,7 +468,7 @@ class Phase:
     latencies: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
     hits: list[int] = field(default_factory=list)
-    # searchDocuments' own searchMetadata.executionTime: index.search in the server's thread
+    # searchDocuments' own searchMetadata.executionTime: its search, wherever it ran
     search_times: list[float] = field(default_factory=list)
     wall: float = 0.0
     server_cpu: float = 0.0  # seconds
@@ -788,8 +788,9 @@ def notes(
         f"{args.seconds / args.rounds:g}s (echo, search, echo, …), each client going on in "
         "its queries where its last turn stopped. Latency and calls/s count successful calls "
         "only.",
-        "search p50/p95: the `executionTime` that `searchDocuments` reports (wall time of "
-        "`index.search` in the server's worker thread, waiting for the searcher lock included; "
+        "search p50/p95: the `executionTime` that `searchDocuments` reports (wall time of its "
+        "search, on the event loop or, when the searcher is busy or the search outgrows "
+        "`LDIMS_MCP_INLINE_SEARCH_SECONDS`, in a worker thread, waiting included; "
         "the baseline: its own latency). "
         "CPU columns: CPU seconds (user + system) used during the phase per successful call, "
         "and as a share of one core over the phase's wall time (the server is one process, "
