@@ -5,6 +5,7 @@ version. Writers go through ``replace_document`` / ``delete_documents`` / ``batc
 through ``search`` and the small read helpers.
 """
 
+from indexer.analysis import warm_up
 from indexer.deadline import SearchOverdue
 from indexer.model import (
     Chunk,
@@ -39,4 +40,5 @@ __all__ = [
     "SearcherBusy",
     "day_number",
     "replace_folder",
+    "warm_up",
 ]

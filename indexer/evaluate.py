@@ -41,6 +41,9 @@ _MAX_SCORED_POSTINGS = 2_000_000
 _STEP_COST = 3
 # Matcher steps between two looks at the search's deadline.
 _CHECK_STEPS = 512
+# What sorting scored chunks costs a chunk (measured: 50-140 ns with np.unique): a sort that
+# would end past the deadline is not started.
+_SORT_SECONDS = 150e-9
 
 
 @dataclass(frozen=True)
@@ -199,6 +202,7 @@ class Snapshot:
         if not len(ids):
             return _EMPTY
         scores = np.concatenate([scores for _, scores in parts])
+        check(len(ids) * _SORT_SECONDS)
         return _sum_by_chunk(ids, scores)
 
     def _intersection(self, parsed: And, allowed: np.ndarray) -> Scored:
@@ -207,6 +211,7 @@ class Snapshot:
             return _EMPTY
         ids = np.concatenate([ids for ids, _ in children])
         scores = np.concatenate([scores for _, scores in children])
+        check(len(ids) * _SORT_SECONDS)
         unique, inverse, counts = np.unique(ids, return_inverse=True, return_counts=True)
         sums = np.bincount(inverse, weights=scores, minlength=len(unique))
         every = counts == len(children)

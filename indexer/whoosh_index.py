@@ -34,7 +34,7 @@ from whoosh.system import pack_uint
 from whoosh.writing import IndexWriter, SegmentWriter
 
 from indexer.analysis import index_terms
-from indexer.deadline import deadline_in
+from indexer.deadline import CheckedSearcher, SearchOverdue, check, deadline_in, remaining
 from indexer.evaluate import Snapshot
 from indexer.model import (
     NO_DAY,
@@ -269,9 +269,15 @@ class DocumentIndex:
         """
         # Searches of one process run one at a time (they are CPU-bound under the GIL
         # anyway), so a refresh never closes a searcher another thread is using.
-        if not self._lock.acquire(blocking=wait):
-            raise SearcherBusy("another search holds the searcher")
+        if not wait:
+            if not self._lock.acquire(blocking=False):
+                raise SearcherBusy("another search holds the searcher")
+        else:
+            left = remaining()  # a search with a deadline waits no longer than that
+            if not self._lock.acquire(timeout=-1 if left is None else left):
+                raise SearchOverdue
         try:
+            check()
             if not self._searcher_is_current():
                 if not wait:
                     raise SearcherBusy("the searcher must be reopened first")
@@ -300,7 +306,9 @@ class DocumentIndex:
             self._index = self._index.refresh()
         if self._searcher is not None:
             self._searcher.close()
-        self._searcher = self._index.searcher(weighting=weighting())
+        self._searcher = CheckedSearcher(
+            self._index.reader(), weighting=weighting(), fromindex=self._index
+        )
         self._snapshot = None
 
     def search(
