@@ -536,9 +536,7 @@ async def run_phase(
     phase.client_cpu += time.process_time() - client_before
     phase.machine_cpu += busy_seconds() - machine_before
     cpu_after = server_process.cpu_times()
-    phase.server_cpu += (cpu_after.user + cpu_after.system) - (
-        cpu_before.user + cpu_before.system
-    )
+    phase.server_cpu += (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
     return phase
 
 
