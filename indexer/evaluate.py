@@ -39,7 +39,8 @@ _MAX_SCORED_POSTINGS = 2_000_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
 # rather than walked over all its matches (one skip costs about three steps of a walk).
 _STEP_COST = 3
-# Matcher steps between two looks at the search's deadline.
+# Allowed chunks a phrase is stood on between two looks at the search's deadline (steps of
+# the matcher itself look at it on their own: see deadline.CheckedSearcher).
 _CHECK_STEPS = 512
 # What sorting scored chunks costs a chunk (measured: 50-140 ns with np.unique): a sort that
 # would end past the deadline is not started.
@@ -119,7 +120,6 @@ class Snapshot:
         mask = np.zeros(self.size, dtype=bool)
         text = value.encode("utf-8")
         for leaf in self.leaves:
-            check()
             ids, _ = self.store.term(leaf.arrays, leaf.searcher.reader(), fieldname, text)
             mask[ids.astype(np.int64) + leaf.offset] = True
         return mask
@@ -173,7 +173,6 @@ class Snapshot:
         tf_parts: list[np.ndarray] = []
         length_parts: list[np.ndarray] = []
         for leaf in self.leaves:
-            check()
             reader = leaf.searcher.reader()
             ids, tfs = self.store.term(leaf.arrays, reader, fieldname, text)
             if len(ids):
@@ -229,15 +228,15 @@ class Snapshot:
             self.searcher.doc_frequency(fieldname, text)
             for fieldname, text in parsed.iter_all_terms()
         )
+        # The searcher's term matchers look at the deadline as Whoosh steps them.
         for leaf in self.leaves:
-            check()
             matcher = parsed.matcher(leaf.searcher, context)
             size = leaf.arrays.size
             if stand_on_allowed:
                 local_ids: Any = _stand_on(matcher, allowed_ids, leaf.offset, size)
             else:
                 local_ids = _walk(matcher)
-            for local in checked(local_ids, _CHECK_STEPS):
+            for local in local_ids:
                 docnum = leaf.offset + local
                 if allowed[docnum]:
                     ids.append(docnum)
