@@ -16,6 +16,7 @@ serve: $(VENV)/.installed
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports
 
 test: lint
 	bash tests/mcp_clients/install.sh

@@ -1,5 +1,11 @@
-"""The LDIMS API: REST (and, later, MCP) over the catalog, the pipeline and the index."""
+"""The LDIMS adapters over HTTP: REST routes (``api.routes``) and the MCP server
+(``api.mcp``, mounted at ``/mcp``; its toolsets in ``api.mcp.toolsets``).
 
-from api.app import create_app
+They hold no logic of their own: each resolves the caller and calls the cores
+(:mod:`ldims.documents`, :mod:`ldims.sql`, :mod:`ldims.guide`). The composition root
+(:mod:`runtime`) builds the services and calls :func:`build_app`.
+"""
 
-__all__ = ["create_app"]
+from api.app import build_app
+
+__all__ = ["build_app"]

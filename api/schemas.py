@@ -100,3 +100,15 @@ class ContentOut(BaseModel):
     length: int
     totalLength: int
     nextOffset: int | None
+
+
+class LinesOut(BaseModel):
+    """A range of lines of the extracted text, each prefixed with its number."""
+
+    documentId: str
+    documentName: str
+    text: str
+    lines: str
+    lineCount: int
+    truncated: bool
+    nextUri: str | None = None

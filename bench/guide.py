@@ -89,7 +89,7 @@ from mcp_load import (
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
 
-from api.deps import TENANT_HEADER
+from ldims.caller import TENANT_HEADER
 from ldims.errors import LdimsError
 from ldims.guide import SHIPPED_TREES, GuideEngine, SessionStore, TreeStore
 from ldims.settings import Settings
@@ -183,7 +183,7 @@ def serve(data_dir: Path, port: int, redis_url: str) -> None:
     """``--serve``: the LDIMS app plus an ``echo`` tool under uvicorn (the child process)."""
     import uvicorn
 
-    from api import create_app
+    from runtime import create_app
 
     logging.basicConfig(level=logging.WARNING)  # before MCPServer's basicConfig(INFO)
     app = create_app(Settings(data_dir=data_dir, redis_url=redis_url, log_level="WARNING"))

@@ -17,7 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from report import DASH
 from servers import Server
 
-from api.deps import TENANT_HEADER
+from ldims.caller import TENANT_HEADER
 
 
 async def wait_ready(

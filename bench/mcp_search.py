@@ -112,11 +112,11 @@ from mcp_load import (
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
 
-from api.deps import TENANT_HEADER
-from api.ingestion import content_document_id
 from indexer import DocumentIndex, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer
+from ldims.caller import TENANT_HEADER
 from ldims.catalog import Document, DocumentStatus, repository, utcnow
+from ldims.documents import content_document_id
 from ldims.errors import ProcessingError, TransientError
 from ldims.settings import Settings
 from workers.extraction import detect_format
@@ -438,7 +438,7 @@ def serve(data_dir: Path, port: int) -> None:
     """``--serve``: the LDIMS app plus an ``echo`` tool under uvicorn (the child process)."""
     import uvicorn
 
-    from api import create_app
+    from runtime import create_app
 
     logging.basicConfig(level=logging.WARNING)  # before MCPServer's basicConfig(INFO)
     app = create_app(Settings(data_dir=data_dir, log_level="WARNING"))

@@ -95,7 +95,7 @@ from psycopg import sql as pgsql
 from report import DASH, machine_line, markdown_table, ms, percentile
 from servers import Server, free_port, launch
 
-from api.deps import TENANT_HEADER
+from ldims.caller import TENANT_HEADER
 from ldims.settings import Settings
 from ldims.sql import check_read
 from ldims.sql.executor import SqlExecutor
@@ -194,7 +194,7 @@ def serve(data_dir: Path, port: int, sql_url: str, pool_size: int | None) -> Non
     """``--serve``: the LDIMS app with the sql toolset under uvicorn (the child process)."""
     import uvicorn
 
-    from api import create_app
+    from runtime import create_app
 
     logging.basicConfig(level=logging.WARNING)  # before MCPServer's basicConfig(INFO)
     extra = {"sql_pool_size": pool_size} if pool_size else {}

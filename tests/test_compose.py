@@ -12,8 +12,8 @@ import click
 import pytest
 import yaml
 
-from ldims.cli.main import cli
 from ldims.settings import Settings
+from runtime.cli.main import cli
 
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "compose.yaml"
 

@@ -16,10 +16,11 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from api.app import build_services
 from api.mcp import LdimsMCP, build_mcp_server
+from ldims.caller import stdio_caller
 from ldims.guide import SHIPPED_TREES, load_tree
 from ldims.settings import Settings
+from runtime import build_services
 from tests.conftest import ApiServer, RedisServer, settings_env
 
 TREE = """\
@@ -199,7 +200,7 @@ def test_unknown_expired_and_foreign_sessions_are_clear_errors(
 
     other_services = build_services(settings)
     other_services.catalog.upgrade()
-    other_tenant = build_mcp_server(other_services, stdio_tenant="other")
+    other_tenant = build_mcp_server(other_services, stdio=stdio_caller("other"))
     try:
         session = initiate(server, "printer")["session_id"]
         assert error(navigate(other_tenant, session, "yes"))["errorCode"] == "FORBIDDEN"
@@ -307,7 +308,7 @@ def test_every_path_of_the_shipped_trees_ends_over_stdio(walk_settings: Settings
     env["LDIMS_GUIDE_MATCH_THRESHOLD"] = "1.0"
     env["LDIMS_REDIS_KEY_PREFIX"] = walk_settings.redis_key_prefix
     parameters = StdioServerParameters(
-        command=sys.executable, args=["-m", "ldims.cli.main", "mcp"], env=env
+        command=sys.executable, args=["-m", "runtime.cli.main", "mcp"], env=env
     )
 
     async def walk() -> list[int]:
@@ -346,7 +347,7 @@ def test_the_guide_over_stdio(settings: Settings) -> None:
     env["LDIMS_GUIDE_DIR"] = str(settings.guide_dir)
     env["LDIMS_REDIS_KEY_PREFIX"] = settings.redis_key_prefix
     parameters = StdioServerParameters(
-        command=sys.executable, args=["-m", "ldims.cli.main", "mcp"], env=env
+        command=sys.executable, args=["-m", "runtime.cli.main", "mcp"], env=env
     )
 
     async def walk() -> list[dict[str, Any]]:
@@ -373,7 +374,7 @@ def test_guide_validate_reports_file_and_line(tmp_path: Path) -> None:
     folder.mkdir()
     broken = TREE.replace("next_node: printer_on", "next_node: nowhere")
     (folder / "broken.yaml").write_text(broken)
-    command = [sys.executable, "-m", "ldims.cli.main", "guide", "validate", str(folder)]
+    command = [sys.executable, "-m", "runtime.cli.main", "guide", "validate", str(folder)]
     result = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert result.returncode == 1
     line = next(n for n, text in enumerate(broken.splitlines(), 1) if "nowhere" in text)

@@ -99,7 +99,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDIMS_")}
     env.update(LDIMS_DATA_DIR=str(base / "data"), LOG_LEVEL="WARNING", PYTHONUNBUFFERED="1")
-    command = [sys.executable, "-m", "ldims.cli.main", "serve", "--host", "127.0.0.1"]
+    command = [sys.executable, "-m", "runtime.cli.main", "serve", "--host", "127.0.0.1"]
     command += ["--port", str(port), "--extract-workers", "1"]
     url = f"http://127.0.0.1:{port}"
     with (base / "serve.log").open("wb") as log:

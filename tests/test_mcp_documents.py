@@ -22,12 +22,13 @@ from typing import Any
 import httpx
 import httpx2
 import pytest
+from fastapi.testclient import TestClient
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from api.app import build_services
 from api.mcp import build_mcp_server
 from ldims.catalog import Catalog, Document
+from runtime import build_services, create_app
 from tests.conftest import DOCS, RedisServer, Stack, make_settings, settings_env, wait_until
 
 MODES = ["auto", "legacy"]
@@ -172,6 +173,7 @@ def test_tools_and_resource_templates_are_listed_with_schemas(corpus: Stack, mod
             assert {t.uri_template for t in templates} == {
                 "ldims://docs/{document_id}/extracted_content",
                 "ldims://docs/{document_id}/pages/{range}",
+                "ldims://docs/{document_id}/lines/{range}",
             }
 
     run(check())
@@ -206,8 +208,9 @@ def test_toolsets_are_switched_on_by_settings(tmp_path: Path, shared_redis: Redi
 
     assert run(listing()) == (0, 0)
     services.catalog.dispose()
+    telepathy = make_settings(tmp_path, shared_redis.url, toolsets=["documents", "telepathy"])
     with pytest.raises(ValueError, match="unknown toolsets"):
-        make_settings(tmp_path, shared_redis.url, toolsets=["documents", "telepathy"])
+        build_mcp_server(build_services(telepathy))
 
 
 def test_instructions_describe_the_callers_holdings(corpus: Stack) -> None:
@@ -572,3 +575,167 @@ def test_an_unsupported_protocol_version_gets_the_specs_error(corpus: Stack) -> 
     assert response.status_code == 400
     error = response.json()["error"]
     assert error["code"] in (-32602, -32022)
+
+
+# --- one search for REST and MCP -----------------------------------------------------------------
+PARITY_REQUESTS: list[dict[str, Any]] = [
+    {"query": "horizontal stabilizer"},
+    {"query": "stabilizers"},
+    {"query": '"horizontal stabilizer"', "filters": {"searchMode": "exact"}},
+    {"query": "stabilizers", "filters": {"searchMode": "exact"}},
+    {"query": "硬盘"},
+    {"query": "поднимаются медленно"},
+    {"query": "secret rival"},  # the rival tenant's words: nothing for acme
+    {"query": "硬盘", "filters": {"documentType": "manual"}},
+    {"query": "硬盘", "filters": {"documentType": "regulation"}},
+    {"query": "硬盘", "filters": {"submitter": "li"}},
+    {"query": "硬盘", "filters": {"collection": "archive"}},
+    {"query": "硬盘", "filters": {"dateFrom": "2023-01-01"}},
+    {
+        "query": "stabilizer",
+        "filters": {"dateFrom": "2020-07-01T00:00:00Z", "dateTo": "2020-08-31"},
+    },
+    {"query": "the aircraft stabilizer rule", "maxResults": 1},
+    {"query": "the aircraft stabilizer rule", "maxResults": 3, "offset": 1},
+    {"query": "stabilizer", "maxResults": 50},
+    {"query": "stabilizer", "maxResults": 51},  # above the hard limit: lowered, and said
+    {"query": "stabilizer", "maxResults": 500},
+    {"query": "stabilizer AND NOT zebra"},
+    {"query": "stabilizer (aircraft OR helicopter"},  # bad syntax: runs as plain words
+    {"query": "zebra unicorn"},
+    # refused alike
+    {"query": "stabilizer", "maxResults": 501},
+    {"query": "stabilizer", "maxResults": 0},
+    {"query": "stabilizer", "offset": 10_001},
+    {"query": "stabilizer", "offset": -1},
+    {"query": "   "},
+    {"query": "x" * 2001},
+    {"query": "!!! ??? ..."},
+    {"query": "x", "filters": {"searchMode": "fuzzy"}},
+    {"query": "x", "filters": {"dateFrom": "yesterday"}},
+    {"query": "x", "filters": {"dateTo": "2024-02-30"}},
+    {"query": "x", "filters": {"dateFrom": "2024-02-01", "dateTo": "2024-01-01"}},
+]
+
+
+def _rest_params(request: dict[str, Any]) -> dict[str, Any]:
+    params = {key: value for key, value in request.items() if key != "filters"}
+    params.update(request.get("filters", {}))
+    return params
+
+
+def _comparable(body: dict[str, Any]) -> dict[str, Any]:
+    if body.get("isError"):
+        return {"errorCode": body["errorCode"], "field": body.get("errorDetails", {}).get("field")}
+    body = json.loads(json.dumps(body))
+    body["searchMetadata"].pop("executionTime")
+    return body
+
+
+def test_rest_and_mcp_search_give_the_same_answers(corpus: Stack) -> None:
+    """One search entry point: the same results, field names, caps and errors on both."""
+
+    async def over_mcp() -> list[dict[str, Any]]:
+        async with http_client(corpus.api.url, "auto") as client:
+            answers = []
+            for request in PARITY_REQUESTS:
+                result = await client.call_tool("searchDocuments", request)
+                answers.append(_comparable(result.structured_content))
+            return answers
+
+    mcp_answers = run(over_mcp())
+    for request, mcp_answer in zip(PARITY_REQUESTS, mcp_answers, strict=True):
+        response = corpus.client.get(
+            "/api/search", params=_rest_params(request), headers={"X-LDIMS-Tenant": "acme"}
+        )
+        rest_answer = _comparable(response.json())
+        assert rest_answer == mcp_answer, request
+        if mcp_answer.get("errorCode"):
+            assert response.status_code in (400, 422), (request, response.status_code)
+        else:
+            assert response.status_code == 200
+    answered = [a for a in mcp_answers if "results" in a]
+    assert len(answered) >= 20 and any(a["results"] for a in answered)
+    assert {a.get("errorCode") for a in mcp_answers} >= {"INVALID_INPUT", "QUERY_UNPROCESSABLE"}
+    capped = mcp_answers[PARITY_REQUESTS.index({"query": "stabilizer", "maxResults": 500})]
+    assert capped["searchMetadata"]["maxResults"] == 50
+    assert "capped" in capped["searchMetadata"]["note"]
+
+
+def test_mcp_search_takes_strict_integers(corpus: Stack) -> None:
+    async def check() -> None:
+        async with http_client(corpus.api.url, "auto") as client:
+            for bad in ("5", True, 5.5, 10**12):
+                result = await client.call_tool(
+                    "searchDocuments", {"query": "x", "maxResults": bad}
+                )
+                assert result.is_error, bad
+                assert result.structured_content["errorCode"] == "INVALID_INPUT"
+                assert result.structured_content["errorDetails"]["field"] == "maxResults"
+
+    run(check())
+    for bad in ("true", "5.5", "1000000000000"):
+        response = corpus.client.get(
+            "/api/search",
+            params={"query": "x", "maxResults": bad},
+            headers={"X-LDIMS-Tenant": "acme"},
+        )
+        assert response.status_code == 400, bad
+        assert response.json()["errorDetails"]["field"] == "maxResults"
+
+
+def test_rest_search_answers_search_timeout_past_its_deadline(corpus: Stack) -> None:
+    slow = corpus.settings.model_copy(
+        update={"search_timeout_seconds": 1e-9, "mcp_inline_search_seconds": 0}
+    )
+    with TestClient(create_app(slow), base_url="http://127.0.0.1") as client:
+        response = client.get(
+            "/api/search", params={"query": "stabilizer"}, headers={"X-LDIMS-Tenant": "acme"}
+        )
+        assert response.status_code == 504, response.text
+        assert response.json()["errorCode"] == "SEARCH_TIMEOUT"
+        # the same request within its time is answered
+        fine = corpus.settings.model_copy(update={"search_timeout_seconds": 30})
+    with TestClient(create_app(fine), base_url="http://127.0.0.1") as client:
+        response = client.get(
+            "/api/search", params={"query": "stabilizer"}, headers={"X-LDIMS-Tenant": "acme"}
+        )
+        assert response.status_code == 200 and response.json()["totalMatches"] == 1
+
+
+def test_lines_are_numbered_as_search_hits_number_them(corpus: Stack) -> None:
+    ids = corpus.ids  # type: ignore[attr-defined]
+    acme = {"X-LDIMS-Tenant": "acme"}
+    found = corpus.client.get(
+        "/api/search", params={"query": "horizontal stabilizer"}, headers=acme
+    )
+    hit = found.json()["results"][0]
+    start, end = hit["lineStart"], hit["lineEnd"]
+    rest = corpus.client.get(f"/api/documents/{ids['federal']}/lines/{start}-{end}", headers=acme)
+    assert rest.status_code == 200, rest.text
+    body = rest.json()
+    assert body["lines"] == f"{start}-{end}" and body["truncated"] is False
+    numbered = body["text"].split("\n")
+    assert int(numbered[0].split(":")[0]) == start and int(numbered[-1].split(":")[0]) == end
+    text = " ".join(line.split(": ", 1)[1] for line in numbered if ": " in line).lower()
+    assert "horizontal" in text and "stabilizer" in text
+
+    async def over_mcp() -> Any:
+        async with http_client(corpus.api.url, "auto") as client:
+            return await client.read_resource(f"ldims://docs/{ids['federal']}/lines/{start}-{end}")
+
+    contents = run(over_mcp()).contents[0]
+    assert contents.text == body["text"]
+    # another tenant's document is not readable by lines either
+    rival = corpus.client.get(
+        f"/api/documents/{ids['federal']}/lines/1-3", headers={"X-LDIMS-Tenant": "rival"}
+    )
+    assert rival.status_code in (403, 404)
+    long = corpus.client.get(f"/api/documents/{ids['federal']}/lines/1-100000", headers=acme).json()
+    assert long["truncated"] is True and long["nextUri"].startswith(
+        f"ldims://docs/{ids['federal']}/lines/"
+    )
+    assert (
+        corpus.client.get(f"/api/documents/{ids['federal']}/lines/0-3", headers=acme).status_code
+        == 400
+    )

@@ -11,8 +11,9 @@ import jsonschema
 import pytest
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from api.mcp.documents import DocumentStatusOut, SearchFilters, SearchOutput, SearchResult
-from api.mcp.output_schema import compact_field, compact_schema
+from ldims.compact_schema import compact_field, compact_schema
+from ldims.documents.reading import DocumentStatusOut
+from ldims.documents.search import SearchFilters, SearchOutput, SearchResult
 
 
 def _model_accepts(document: dict[str, Any]) -> bool:

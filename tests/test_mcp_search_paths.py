@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from api.app import build_services
-from api.deps import Services
 from api.mcp import build_mcp_server
 from indexer import DocumentIndex, SearchRequest, SearchResults
+from ldims.services import Services
+from runtime import build_services
 from tests.conftest import RedisServer, make_settings, wait_until
 from tests.test_index_evaluate import _documents
 

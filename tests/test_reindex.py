@@ -13,7 +13,7 @@ from tests.conftest import ROOT, Stack, settings_env
 
 def reindex(stack: Stack, *options: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "ldims.cli.main", "reindex", *options],
+        [sys.executable, "-m", "runtime.cli.main", "reindex", *options],
         env=settings_env(stack.settings),
         cwd=ROOT,
         capture_output=True,

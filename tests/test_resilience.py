@@ -13,10 +13,10 @@ import httpx
 import redis
 from fastapi.testclient import TestClient
 
-from api.app import create_app
 from indexer import DocumentIndex
 from ldims.catalog import Catalog, repository, utcnow
 from ldims.settings import Settings
+from runtime import create_app
 from tests.conftest import RedisServer, Stack, wait_until
 from workers import pipeline
 

@@ -16,7 +16,7 @@ from tests.conftest import DOCS, ROOT, free_port, wait_until
 
 
 def ldims(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ldims.cli.main", *args]
+    return [sys.executable, "-m", "runtime.cli.main", *args]
 
 
 def group_alive(pgid: int) -> bool:

@@ -60,8 +60,6 @@ def test_defaults_are_embedded_and_under_the_data_dir(tmp_path: Path) -> None:
         {"default_tenant": "has spaces"},
         {"log_level": "LOUD"},
         {"max_upload_bytes": 0},
-        {"toolsets": ["sql"]},  # the sql toolset without LDIMS_SQL_URL
-        {"toolsets": ["documents", "nope"]},
     ],
 )
 def test_bad_values_are_refused_at_start_up(overrides: dict[str, object]) -> None:
@@ -69,15 +67,21 @@ def test_bad_values_are_refused_at_start_up(overrides: dict[str, object]) -> Non
         Settings(**overrides)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize(
+    "toolsets",
+    [["sql"], ["documents", "nope"]],  # the sql toolset without LDIMS_SQL_URL; an unknown one
+)
+def test_bad_toolsets_are_refused_at_start_up(toolsets: list[str]) -> None:
+    from api.mcp import enabled_toolsets
+
+    with pytest.raises(ValueError, match="toolset"):
+        enabled_toolsets(Settings(toolsets=toolsets))
+
+
 def test_the_sql_toolset_is_on_by_default_only_with_a_database() -> None:
-    assert Settings().toolsets == ["documents", "guide"]
+    from api.mcp import enabled_toolsets
+
+    assert [t.name for t in enabled_toolsets(Settings())] == ["documents", "guide"]
     with_url = Settings(sql_url="postgresql://reader@db/shop")
-    assert with_url.toolsets == ["documents", "sql", "guide"]
+    assert [t.name for t in enabled_toolsets(with_url)] == ["documents", "sql", "guide"]
     assert "reader@db" not in repr(with_url)  # the URL may hold a password: a secret
-
-
-def test_every_built_toolset_has_a_registration() -> None:
-    from api.mcp import TOOLSETS
-    from ldims.settings import BUILT_TOOLSETS
-
-    assert set(TOOLSETS) == set(BUILT_TOOLSETS)

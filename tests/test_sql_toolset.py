@@ -25,11 +25,11 @@ import sqlalchemy
 from mcp import Client, MCPError
 from mcp.client.streamable_http import streamable_http_client
 
-from api.app import build_services
 from api.mcp import LdimsMCP, build_mcp_server
 from ldims.settings import Settings
 from ldims.sql import SqlRejected
 from ldims.sql.executor import SqlExecutor
+from runtime import build_services
 from tests.conftest import ApiServer, RedisServer, free_port
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"

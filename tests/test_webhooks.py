@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api import create_app
-from api.routes.webhooks import sign
+from ldims.documents import sign
 from ldims.settings import Settings
+from runtime import create_app
 from tests.conftest import RedisServer, Stack
 
 SECRET = "s3cret-for-webhook-tests"

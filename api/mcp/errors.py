@@ -4,12 +4,14 @@ A tool that fails returns an ``isError`` result whose structured content (and te
 string, as the seed asks) is the seed's body ``{isError, errorCode, errorMessage,
 errorDetails}``. A resource read that fails raises a JSON-RPC error whose ``data`` carries the
 same code plus the HTTP status REST would answer, so an agent can tell "wait and retry" (202
-``PROCESSING``) from "give up" (404, 403, 409).
+``PROCESSING``) from "give up" (404, 403, 409). The JSON-RPC codes of the common errors are
+here; each toolset declares those of its own (:class:`api.mcp.toolset.Toolset`).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from mcp import MCPError
@@ -17,19 +19,24 @@ from mcp.types import CallToolResult, TextContent
 
 from ldims.errors import LdimsError
 
-# JSON-RPC codes of resource-read failures (-32002 is MCP's "resource not found").
-RESOURCE_ERROR_CODES = {
-    "RESOURCE_NOT_FOUND": -32002,
+INTERNAL_ERROR = -32603
+INVALID_PARAMS = -32602
+RESOURCE_NOT_FOUND = -32002  # MCP's "resource not found"
+# JSON-RPC codes of resource-read failures of the errors every toolset may raise.
+COMMON_RPC_CODES: dict[str, int] = {
+    "INVALID_INPUT": INVALID_PARAMS,
+    "UNAUTHORIZED": -32003,
     "FORBIDDEN": -32003,
+    "RESOURCE_NOT_FOUND": RESOURCE_NOT_FOUND,
     "PROCESSING": -32004,
     "CONTENT_UNAVAILABLE_OR_FAILED": -32005,
-    "INVALID_INPUT": -32602,
-    # The sql toolset's schema resources (KWDB seed codes).
-    "KWDB-4004": -32002,
-    "KWDB-4002": -32003,
-    "KWDB-4001": -32602,
+    "QUERY_UNPROCESSABLE": INVALID_PARAMS,
+    "TOO_LARGE": INVALID_PARAMS,
+    "SERVER_ERROR": INTERNAL_ERROR,
+    "BACKEND_API_ERROR": INTERNAL_ERROR,
+    "SEARCH_TIMEOUT": INTERNAL_ERROR,
+    "REQUEST_TIMEOUT": INTERNAL_ERROR,
 }
-INTERNAL_ERROR = -32603
 # How long an agent should wait before reading a document that is still being processed.
 RETRY_AFTER_SECONDS = 5
 
@@ -45,8 +52,8 @@ def error_result(error: LdimsError) -> CallToolResult:
     )
 
 
-def resource_error(error: LdimsError) -> MCPError:
-    """The JSON-RPC error a failed resource read raises."""
+def resource_error(error: LdimsError, codes: Mapping[str, int] = COMMON_RPC_CODES) -> MCPError:
+    """The JSON-RPC error a failed resource read raises (``codes``: errorCode → JSON-RPC)."""
     data: dict[str, Any] = {
         "errorCode": error.code,
         "status": error.http_status,
@@ -55,5 +62,4 @@ def resource_error(error: LdimsError) -> MCPError:
     }
     if error.code == "PROCESSING":
         data["retryAfterSeconds"] = RETRY_AFTER_SECONDS
-    code = RESOURCE_ERROR_CODES.get(error.code, INTERNAL_ERROR)
-    return MCPError(code=code, message=error.message, data=data)
+    return MCPError(code=codes.get(error.code, INTERNAL_ERROR), message=error.message, data=data)

@@ -7,18 +7,23 @@ What the SDK leaves to us, done once here for every toolset:
   (without arguments: they may be document text);
 * time: every tool call and resource read ends within ``MCP_REQUEST_TIMEOUT_SECONDS``
   (blocking work runs in threads that a timeout abandons);
-* the caller: its tenant comes from the HTTP headers (``X-LDIMS-Tenant`` or an API key), or
-  is the stdio tenant when there are no headers;
-* instructions: written per caller from the live catalog at ``initialize`` /
-  ``server/discover``.
+* the caller: resolved once per request (:func:`ldims.caller.resolve_caller` on the HTTP
+  headers, or the stdio session's caller) and handed to tools as :meth:`LdimsMCP.caller`
+  and to resource readers as an argument;
+* toolsets: what each declares (:class:`~api.mcp.toolset.Toolset`) — URI schemes, JSON-RPC
+  codes of its errors, the error of a timed-out tool, its part of the instructions — is
+  read here, so the server itself names no toolset;
+* instructions: written per caller at ``initialize`` / ``server/discover`` from the toolsets
+  that are on.
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import anyio
@@ -31,46 +36,59 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import INVALID_PARAMS
 from pydantic import ValidationError
 
-from api.deps import Services, tenant_from_headers
-from api.mcp.errors import error_result, resource_error
-from api.mcp.instructions import instructions
+from api.mcp.errors import COMMON_RPC_CODES, error_result, resource_error
+from api.mcp.toolset import Toolset
 from ldims import __version__
+from ldims.caller import Caller, resolve_caller
 from ldims.errors import (
     BackendError,
     Forbidden,
     InvalidInput,
     LdimsError,
     RequestTimeout,
-    SearchTimeout,
     Unauthorized,
 )
+from ldims.services import Services
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-# URI schemes whose resources are all served by readers (never by the SDK's templates).
-_OWN_SCHEMES = frozenset({"ldims", "kwdb"})
-ResourceReader = Callable[["LdimsMCP", str, dict[str, str]], Iterable[ReadResourceContents]]
+ResourceReader = Callable[[Caller, dict[str, str]], Iterable[ReadResourceContents]]
+# The caller of the request being served (set once per tool call or resource read).
+_caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "ldims_mcp_caller", default=None
+)
 
 
 class LdimsMCP(MCPServer):
-    """MCPServer with LDIMS's error shapes, time limit, tenants and resource readers."""
+    """MCPServer with LDIMS's error shapes, time limit, callers, toolsets and resource readers."""
 
-    def __init__(self, services: Services, stdio_tenant: str | None = None) -> None:
+    def __init__(
+        self, services: Services, toolsets: Sequence[Toolset], stdio: Caller | None = None
+    ) -> None:
         super().__init__(
             "ldims",
             title="LDIMS document server",
             version=__version__,
-            instructions=instructions(services.catalog, stdio_tenant or "default")
-            if stdio_tenant
-            else None,
             middleware=[self._instructions_middleware],
         )
         self.services = services
-        self.stdio_tenant = stdio_tenant or services.settings.default_tenant
+        self.toolsets = tuple(toolsets)
+        # The caller of requests without HTTP headers: the stdio session's, or in-process
+        # clients' (tests, benchmarks), who act for the default tenant.
+        self.stdio = stdio or Caller(services.settings.default_tenant, transport="internal")
+        # URI schemes whose resources are all served by readers (never by SDK templates).
+        self._own_schemes = frozenset(s for t in self.toolsets for s in t.uri_schemes)
+        self.rpc_codes = dict(COMMON_RPC_CODES)
+        self._timeout_errors: dict[str, type[LdimsError]] = {}
+        for toolset in self.toolsets:
+            self.rpc_codes.update(toolset.rpc_codes)
+            self._timeout_errors.update(toolset.timeout_errors)
         # (compiled URI pattern, reader) of the resource templates, tried in order.
         self._readers: list[tuple[re.Pattern[str], ResourceReader]] = []
         # What toolsets hold open (database pools …), released by close().
         self._closers: list[Callable[[], None]] = []
+        for toolset in self.toolsets:
+            toolset.register(self)
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Call ``closer`` when the server shuts down."""
@@ -82,13 +100,19 @@ class LdimsMCP(MCPServer):
             self._closers.pop()()
 
     # --- the caller --------------------------------------------------------------------------
-    def tenant(self, ctx: Context[Any, Any] | None) -> str:
-        """The caller's tenant; a missing or unknown API key is ``FORBIDDEN``."""
-        headers = _headers(ctx)
+    def caller(self, ctx: Context[Any, Any] | None = None) -> Caller:
+        """The caller of the request being served; a missing or unknown API key is
+        ``FORBIDDEN``."""
+        known = _caller.get()
+        if known is not None:
+            return known
+        return self._resolve(_headers(ctx))
+
+    def _resolve(self, headers: Mapping[str, str] | None) -> Caller:
         if headers is None:
-            return self.stdio_tenant
+            return self.stdio
         try:
-            return tenant_from_headers(headers, self.services.settings)
+            return resolve_caller(headers, self.services.settings)
         except Unauthorized as exc:
             raise Forbidden(
                 "You do not have permission to perform this search or access the requested "
@@ -109,10 +133,14 @@ class LdimsMCP(MCPServer):
     ) -> Any:
         timeout = self.services.settings.mcp_request_timeout_seconds
         try:
+            token = _caller.set(self._resolve(_headers(context)))
+        except LdimsError as exc:
+            return error_result(exc)
+        try:
             with anyio.fail_after(timeout):
                 return await super().call_tool(name, arguments, context)
         except TimeoutError:
-            error = SearchTimeout if name == "searchDocuments" else RequestTimeout
+            error = self._timeout_errors.get(name, RequestTimeout)
             return error_result(error(timeoutSeconds=timeout))
         except UnexpectedToolError as exc:
             cause = exc.__cause__
@@ -125,6 +153,8 @@ class LdimsMCP(MCPServer):
                 return error_result(_invalid_input(exc.__cause__))
             # An unknown tool is a protocol error in the MCP spec, not a tool result.
             raise MCPError(code=INVALID_PARAMS, message=str(exc)) from None
+        finally:
+            _caller.reset(token)
 
     # --- resources -------------------------------------------------------------------------
     def add_resource_reader(self, pattern: str, reader: ResourceReader) -> None:
@@ -147,23 +177,37 @@ class LdimsMCP(MCPServer):
             timeout = self.services.settings.mcp_request_timeout_seconds
             try:
                 with anyio.fail_after(timeout):
-                    tenant = self.tenant(context)
-                    return await self.blocking(reader, self, tenant, match.groupdict())
+                    caller = self._resolve(_headers(context))
+                    return await self.blocking(reader, caller, match.groupdict())
             except TimeoutError:
-                raise resource_error(RequestTimeout(timeoutSeconds=timeout)) from None
+                raise self._resource_error(RequestTimeout(timeoutSeconds=timeout)) from None
             except LdimsError as exc:
-                raise resource_error(exc) from None
+                raise self._resource_error(exc) from None
             except Exception as exc:
                 log.error("MCP resource read failed", exc_info=exc)
-                raise resource_error(BackendError()) from None
-        if text.split("://", 1)[0] in _OWN_SCHEMES:
+                raise self._resource_error(BackendError()) from None
+        if text.split("://", 1)[0] in self._own_schemes:
             # One of our templates, but not a URI its reader accepts (a bad id or name).
-            raise resource_error(
+            raise self._resource_error(
                 InvalidInput(f"No resource has the URI {text[:200]!r}.", field="uri")
             )
         return await super().read_resource(uri, context)
 
+    def _resource_error(self, error: LdimsError) -> MCPError:
+        return resource_error(error, self.rpc_codes)
+
     # --- instructions ----------------------------------------------------------------------
+    def instructions_for(self, caller: Caller) -> str:
+        """The server instructions for ``caller``: each enabled toolset's paragraph."""
+        names = ", ".join(toolset.name for toolset in self.toolsets) or "none"
+        parts = [f"LDIMS document server. Toolsets on: {names}."]
+        for toolset in self.toolsets:
+            if toolset.instructions is not None:
+                part = toolset.instructions(self.services, caller)
+                if part:
+                    parts.append(part)
+        return "\n\n".join(parts)
+
     async def _instructions_middleware(
         self, ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]
     ) -> Any:
@@ -171,14 +215,8 @@ class LdimsMCP(MCPServer):
         if ctx.method in ("initialize", "server/discover") and isinstance(result, dict):
             headers = getattr(ctx.request, "headers", None)
             try:
-                tenant = (
-                    self.stdio_tenant
-                    if headers is None
-                    else tenant_from_headers(headers, self.services.settings)
-                )
-                result["instructions"] = await self.blocking(
-                    instructions, self.services.catalog, tenant
-                )
+                caller = self._resolve(headers)
+                result["instructions"] = await self.blocking(self.instructions_for, caller)
             except LdimsError:
                 pass  # an unknown caller learns nothing about the holdings
             except Exception as exc:  # the catalog is down: connect anyway, without counts
@@ -186,9 +224,9 @@ class LdimsMCP(MCPServer):
         return result
 
 
-def transport_security(services: Services) -> TransportSecuritySettings:
-    """Host/Origin checks of /mcp, always on, from the allow-lists in the settings."""
-    settings = services.settings
+def transport_security(settings: Any) -> TransportSecuritySettings:
+    """The SDK's own Host/Origin checks of /mcp, always on, from the settings' allow-lists
+    (behind the stricter :mod:`api.mcp.transport_guard`)."""
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(settings.mcp_allowed_hosts),

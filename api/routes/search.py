@@ -1,92 +1,48 @@
-"""``GET /api/search``: documents of the caller's tenant matching a query (the seed's shape).
+"""``GET /api/search``: the caller's documents matching a query, in the same shape as MCP's
+``searchDocuments`` (the core's :class:`~ldims.documents.SearchOutput`).
 
-A thin adapter over :meth:`indexer.DocumentIndex.search`: every filter goes into the index
-query; no results is a successful empty answer.
+Query parameters are the tool's arguments with the filters flattened (``dateFrom``,
+``dateTo``, ``documentType``, ``submitter``, ``collection``, ``searchMode``); the core checks
+them all, so REST and MCP refuse the same requests with the same codes.
 """
 
 from __future__ import annotations
 
-import time
-from datetime import date
-from typing import Annotated, Literal
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-import indexer
-from api.deps import ServicesDep, Tenant
-from ldims.errors import InvalidInput, QueryUnprocessable
+from api.deps import CallerDep, DocumentsDep
+from ldims.documents import SearchOutput, search_filters
 
 router = APIRouter(prefix="/api", tags=["search"])
 
 
-@router.get("/search")
+@router.get("/search", response_model=SearchOutput)
 async def search(
-    services: ServicesDep,
-    tenant: Tenant,
-    query: Annotated[str, Query(min_length=1, max_length=2000, description="What to look for.")],
-    maxResults: Annotated[int, Query(ge=1, description="Documents per page.")] = 5,  # noqa: N803
-    offset: Annotated[int, Query(ge=0, le=10_000, description="Documents to skip.")] = 0,
-    searchMode: Annotated[  # noqa: N803
-        Literal["keyword", "exact", "semantic"],
-        Query(description="keyword (stemmed BM25F), exact (all terms, phrases), semantic."),
-    ] = "keyword",
-    collection: str | None = None,
+    documents: DocumentsDep,
+    caller: CallerDep,
+    query: str,
+    maxResults: int = 5,  # noqa: N803 (the seed's names)
+    offset: int = 0,
+    searchMode: str = "semantic",  # noqa: N803
+    dateFrom: str | None = None,  # noqa: N803
+    dateTo: str | None = None,  # noqa: N803
     documentType: str | None = None,  # noqa: N803
     submitter: str | None = None,
-    dateFrom: date | None = None,  # noqa: N803
-    dateTo: date | None = None,  # noqa: N803
-) -> dict[str, object]:
-    limit = services.settings.search_max_results_hard_limit
-    if maxResults > limit:
-        raise InvalidInput(field="maxResults", issue=f"at most {limit}")
-    if dateFrom and dateTo and dateFrom > dateTo:
-        raise InvalidInput(field="dateFrom", issue="dateFrom is after dateTo")
-    # Until dense vectors exist, semantic runs the stemmed keyword search (and says so).
-    mode = "exact" if searchMode == "exact" else "keyword"
-    request = indexer.SearchRequest(
-        tenant=tenant,
-        query=query,
-        mode=mode,
-        limit=maxResults,
-        offset=offset,
-        collection=collection,
-        document_type=documentType,
-        submitter=submitter,
-        date_from=dateFrom,
-        date_to=dateTo,
-    )
-    started = time.perf_counter()
-    try:
-        found = await run_in_threadpool(services.index.search, request)
-    except indexer.QueryUnprocessable as exc:
-        raise QueryUnprocessable(str(exc), field="query") from exc
-    elapsed = time.perf_counter() - started
-    return {
-        "results": [
-            {
-                "documentId": hit.document_id,
-                "documentName": hit.name,
-                "relevanceScore": hit.score,
-                "matchedContext": hit.snippet,
-                "page": hit.page,
-                "lineStart": hit.line_start,
-                "lineEnd": hit.line_end,
-                "metadata": {
-                    "createdAt": hit.created_at.isoformat() if hit.created_at else None,
-                    "submitter": hit.submitter,
-                    "documentType": hit.document_type,
-                    "collection": hit.collection,
-                    "title": hit.title,
-                },
-            }
-            for hit in found.hits
-        ],
-        "totalMatches": found.total,
-        "searchMetadata": {
-            "executionTime": f"{elapsed:.3f}s",
+    collection: str | None = None,
+) -> SearchOutput:
+    """Search the caller's documents: ``maxResults`` 1-500 (lowered to the server's limit),
+    ``offset`` 0-10000, ``searchMode`` exact | semantic (see the MCP tool ``searchDocuments``)."""
+    filters = search_filters(
+        {
             "searchMode": searchMode,
-            "ranBy": mode,
-            "syntaxFallback": found.fallback,
-        },
-    }
+            "dateFrom": dateFrom,
+            "dateTo": dateTo,
+            "documentType": documentType,
+            "submitter": submitter,
+            "collection": collection,
+        }
+    )
+    return await documents.search.search(
+        caller, query, maxResults, filters, offset, blocking=run_in_threadpool
+    )

@@ -21,6 +21,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ldims.caller import Caller
 from ldims.errors import InvalidInput
 from ldims.guide.errors import GuideUnavailable, InvalidOption, SessionComplete
 from ldims.guide.matching import Matcher, entry_candidates, subtree_candidates
@@ -29,7 +30,7 @@ from ldims.guide.store import TreeStore
 from ldims.guide.trees import BUILT_IN_OPTIONS, DocumentLink, Node, Tree
 
 log = logging.getLogger(__name__)
-DocumentFinder = Callable[[str, DocumentLink], list[dict[str, Any]]]
+DocumentFinder = Callable[[Caller, DocumentLink], list[dict[str, Any]]]
 
 # Texts the server itself says, per language; a tree's ``texts`` override them.
 DEFAULT_TEXTS: dict[str, dict[str, str]] = {
@@ -77,7 +78,7 @@ class GuideEngine:
         self._subtree_matchers: dict[tuple[str, str], Matcher] = {}
 
     # --- the two tools ---------------------------------------------------------------------
-    def initiate(self, tenant: str, user_query: str) -> dict[str, Any]:
+    def initiate(self, caller: Caller, user_query: str) -> dict[str, Any]:
         if not user_query.strip():
             raise InvalidInput(field="user_query", issue="The question cannot be empty")
         trees = self.trees.trees()
@@ -94,23 +95,23 @@ class GuideEngine:
             notice = self._text(tree, "fallback")
         record = SessionRecord(
             id=self.sessions.new_id(),
-            tenant=tenant,
+            tenant=caller.tenant,
             tree_id=tree.id,
             tree_version=tree.version,
             node_id=node_id,
         )
         record.record_step("initiate", score=score, fallback=notice is not None)
-        return self._state(tree, record, tenant, notice)
+        return self._state(tree, record, caller, notice)
 
     def navigate(
-        self, tenant: str, session_id: str, option_id: str, user_input: str | None = None
+        self, caller: Caller, session_id: str, option_id: str, user_input: str | None = None
     ) -> dict[str, Any]:
-        record = self.sessions.load(session_id, tenant)
+        record = self.sessions.load(session_id, caller.tenant)
         if record.ended:
             raise SessionComplete(sessionId=session_id)
         tree = self.trees.trees().get(record.tree_id)
         if tree is None or record.node_id not in tree.nodes:
-            return self._tree_gone(tree, record, tenant)
+            return self._tree_gone(tree, record, caller)
         notice = None
         if tree.version != record.tree_version:
             record.tree_version = tree.version
@@ -135,7 +136,7 @@ class GuideEngine:
                 validOptions=[o.id for o in node.options]
                 + [b for b in BUILT_IN_OPTIONS if node.option(b) is None],
             )
-        return self._state(tree, record, tenant, notice)
+        return self._state(tree, record, caller, notice)
 
     # --- steps -----------------------------------------------------------------------------
     def _follow(
@@ -174,7 +175,9 @@ class GuideEngine:
         record.record_step("provide_more_info", matched=True, score=ranked[0].score)
         return None
 
-    def _tree_gone(self, tree: Tree | None, record: SessionRecord, tenant: str) -> dict[str, Any]:
+    def _tree_gone(
+        self, tree: Tree | None, record: SessionRecord, caller: Caller
+    ) -> dict[str, Any]:
         record.ended = True
         record.record_step("tree_changed")
         self.sessions.save(record)
@@ -194,7 +197,7 @@ class GuideEngine:
 
     # --- the answer --------------------------------------------------------------------------
     def _state(
-        self, tree: Tree, record: SessionRecord, tenant: str, notice: str | None
+        self, tree: Tree, record: SessionRecord, caller: Caller, notice: str | None
     ) -> dict[str, Any]:
         self.sessions.save(record)
         node = tree.nodes[record.node_id]
@@ -218,15 +221,15 @@ class GuideEngine:
             "is_complete": node.is_leaf,
             "tree_id": tree.id,
             "node_id": node.id,
-            "documents": self._documents(tenant, node),
+            "documents": self._documents(caller, node),
             "notice": notice,
         }
 
-    def _documents(self, tenant: str, node: Node) -> list[dict[str, Any]]:
+    def _documents(self, caller: Caller, node: Node) -> list[dict[str, Any]]:
         if node.documents is None or self.find_documents is None:
             return []
         try:
-            return self.find_documents(tenant, node.documents)
+            return self.find_documents(caller, node.documents)
         except Exception as exc:  # snippets are an extra: the step works without them
             log.warning("guide: documents for %s unavailable: %s", node.id, type(exc).__name__)
             return []

@@ -1,4 +1,5 @@
-"""The one core of document intake, reads and deletes; REST, webhooks and MCP call it.
+"""Document intake and deletes: bytes, stored blobs and URLs become catalog rows and queued
+work. REST uploads, webhook events, MCP ``ingestDocument`` and the CLI call it.
 
 An accepted document is committed to the catalog (status ``queued``) before anyone is
 told it was accepted; the task is published after the commit. A failure to publish after
@@ -14,25 +15,21 @@ import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
+from pydantic import TypeAdapter, ValidationError
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ldims.blobs import BlobStore, StoredBlob
+from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
-from ldims.errors import (
-    ContentUnavailable,
-    Forbidden,
-    InvalidInput,
-    NotFound,
-    ServiceUnavailable,
-    StillProcessing,
-)
+from ldims.errors import Forbidden, InvalidInput, NotFound, PermanentError, ServiceUnavailable
 from ldims.settings import Settings
-from workers import Dispatcher, ExtractionResult, ExtractStore, detect_format
+from workers import Dispatcher, ExtractStore, check_url, detect_format
 
 log = logging.getLogger(__name__)
+_DATETIME = TypeAdapter(datetime)
 DOCUMENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -54,6 +51,39 @@ class IngestOutcome:
     queued: bool  # a new version was queued (False: identical content, nothing to do)
 
 
+def parse_datetime(value: str | None, field: str) -> datetime | None:
+    """An ISO date or date-time; naive values are taken as UTC."""
+    if not value:
+        return None
+    try:
+        parsed = _DATETIME.validate_python(value)
+    except ValidationError as exc:
+        raise InvalidInput(f"{field} must be an ISO 8601 date-time.", field=field) from exc
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def document_meta(
+    settings: Settings,
+    name: str | None,
+    collection: str | None = None,
+    document_type: str | None = None,
+    submitter: str | None = None,
+    created_at: str | None = None,
+    created_at_field: str = "createdAt",
+) -> DocumentMeta:
+    """The metadata of a submission, from the fields every intake path takes alike."""
+    name = (name or "").strip()
+    if not name:
+        raise InvalidInput("The document needs a name.", field="name")
+    return DocumentMeta(
+        name=name[:512],
+        collection=(collection or settings.default_collection)[:128],
+        document_type=document_type or None,
+        submitter=submitter or None,
+        created_at=parse_datetime(created_at, created_at_field),
+    )
+
+
 def validate_document_id(document_id: str) -> str:
     if not DOCUMENT_ID.match(document_id):
         raise InvalidInput(
@@ -69,7 +99,20 @@ def content_document_id(tenant: str, sha256: str) -> str:
     return "doc_" + base64.b32encode(digest).decode().lower()[:24]
 
 
-class IngestionService:
+def owned_document(session: Session, caller: Caller, document_id: str) -> Document:
+    """The caller's document, or ``NotFound`` / ``Forbidden`` (it belongs to another tenant).
+
+    The one place that compares a document's tenant with the caller's.
+    """
+    document = repository.get_document(session, document_id)
+    if document is None:
+        raise NotFound(documentId=document_id)
+    if document.tenant != caller.tenant:
+        raise Forbidden(documentId=document_id)
+    return document
+
+
+class Intake:
     def __init__(self, settings: Settings, catalog: Catalog, dispatcher: Dispatcher) -> None:
         self.settings = settings
         self.catalog = catalog
@@ -77,49 +120,36 @@ class IngestionService:
         self.blobs = BlobStore(settings.blobs_dir)
         self.extracts = ExtractStore(settings.extracts_dir)
 
-    # --- reads -----------------------------------------------------------------------------
-    def get(self, session: Session, tenant: str, document_id: str) -> Document:
-        """The document, or ``NotFound`` / ``Forbidden`` (it belongs to another tenant)."""
-        document = repository.get_document(session, document_id)
-        if document is None:
-            raise NotFound(documentId=document_id)
-        if document.tenant != tenant:
-            raise Forbidden(documentId=document_id)
-        return document
-
-    def read_content(self, tenant: str, document_id: str) -> tuple[Document, ExtractionResult]:
-        """The extracted content of a completed document, or the error its state calls for."""
-        with self.catalog.session() as session:
-            document = self.get(session, tenant, document_id)
-        if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
-            raise StillProcessing(documentId=document.id, documentStatus=document.status)
-        if document.status == DocumentStatus.FAILED.value:
-            raise ContentUnavailable(
-                documentId=document.id,
-                status=document.status,
-                failureCode=document.error_code,
-                reason=document.error_message,
-            )
-        fmt = document.format or ""
-        if not document.sha256 or not self.extracts.exists(document.sha256, fmt):
-            raise ContentUnavailable(
-                "The extracted content is missing; re-upload the document.",
-                documentId=document.id,
-                status=document.status,
-                failureCode="CONTENT_MISSING",
-            )
-        return document, self.extracts.load(document.sha256, fmt)
-
     # --- writes ----------------------------------------------------------------------------
+    def ingest_bytes(
+        self, caller: Caller, data: bytes, meta: DocumentMeta, document_id: str | None = None
+    ) -> IngestOutcome:
+        """Store ``data`` as an original and record it (MCP ingest, inline webhook content)."""
+        if document_id is not None:
+            validate_document_id(document_id)
+        writer = self.blobs.writer(self.settings.max_upload_bytes)
+        try:
+            writer.write(data)
+        except BaseException:
+            writer.abort()
+            raise
+        return self.ingest_blob(caller, writer.commit(), writer.head, meta, document_id)
+
     def ingest_blob(
         self,
-        tenant: str,
+        caller: Caller,
         blob: StoredBlob,
         head: bytes,
         meta: DocumentMeta,
         document_id: str | None = None,
     ) -> IngestOutcome:
         """Record a stored original as a new document or a new version, and queue it."""
+        if document_id is not None:
+            try:
+                validate_document_id(document_id)
+            except InvalidInput:
+                self.discard_blob(blob.sha256)
+                raise
         try:
             self.dispatcher.ping()
         except ServiceUnavailable:
@@ -130,27 +160,34 @@ class IngestionService:
             "size": blob.size,
             "format": detect_format(head, meta.name),
         }
-        outcome = self._record(tenant, meta, fields, document_id)
+        outcome = self._record(caller, meta, fields, document_id)
         if outcome.queued:
             self._publish(lambda: self.dispatcher.extract(outcome.document.id, blob.sha256))
         return outcome
 
     def ingest_url(
-        self, tenant: str, url: str, meta: DocumentMeta, document_id: str | None = None
+        self, caller: Caller, url: str, meta: DocumentMeta, document_id: str | None = None
     ) -> IngestOutcome:
-        """Record a document whose body a worker will fetch from ``url``."""
+        """Record a document whose body a worker will fetch from ``url`` (checked first)."""
+        if document_id is not None:
+            validate_document_id(document_id)
+        try:
+            check_url(url, self.settings)
+        except PermanentError as exc:
+            raise InvalidInput(exc.message, field="document.url", reason=exc.code) from exc
         self.dispatcher.ping()
         fields = {"sha256": None, "size": None, "format": None, "source_url": url}
-        outcome = self._record(tenant, meta, fields, document_id or "doc_" + secrets.token_hex(10))
+        new_id = document_id or "doc_" + secrets.token_hex(10)
+        outcome = self._record(caller, meta, fields, new_id)
         if outcome.queued:
             self._publish(lambda: self.dispatcher.fetch(outcome.document.id, url))
         return outcome
 
-    def delete(self, tenant: str, document_id: str) -> None:
+    def delete(self, caller: Caller, document_id: str) -> None:
         """Remove a document from the catalog, the disk and (through the index queue) the index."""
         self.dispatcher.ping()
         with self.catalog.session() as session:
-            document = self.get(session, tenant, document_id)
+            document = owned_document(session, caller, document_id)
             sha256 = document.sha256
             session.delete(document)
         if sha256:
@@ -159,9 +196,10 @@ class IngestionService:
 
     # --- internals -------------------------------------------------------------------------
     def _record(
-        self, tenant: str, meta: DocumentMeta, fields: dict[str, object], document_id: str | None
+        self, caller: Caller, meta: DocumentMeta, fields: dict[str, object], document_id: str | None
     ) -> IngestOutcome:
         sha256 = fields["sha256"]
+        tenant = caller.tenant
         try:
             with self.catalog.session() as session:
                 if document_id is None:
@@ -186,7 +224,8 @@ class IngestionService:
         except IntegrityError:
             # A concurrent upload of the same content won the insert: ours is its duplicate.
             with self.catalog.session() as session:
-                return IngestOutcome(self.get(session, tenant, str(document_id)), False, False)
+                document = owned_document(session, caller, str(document_id))
+                return IngestOutcome(document, created=False, queued=False)
         if old_sha256 and old_sha256 != sha256:
             self.discard_blob(old_sha256)
         return IngestOutcome(existing, created=False, queued=True)

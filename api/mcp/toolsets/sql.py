@@ -23,8 +23,12 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from api.mcp.server import LdimsMCP
+from api.mcp.toolset import Toolset
+from ldims.caller import Caller
 from ldims.errors import Forbidden
-from ldims.sql import schema
+from ldims.services import Services
+from ldims.settings import Settings
+from ldims.sql import SqlObjectNotFound, SqlRejected, SqlSyntaxError, SqlTimeout, schema
 from ldims.sql.executor import QueryResult, SqlExecutor
 from ldims.sql.prompt_files import PromptFile, load_prompts
 
@@ -77,8 +81,8 @@ def register(server: LdimsMCP) -> None:
     executor = SqlExecutor(settings)
     server.on_close(executor.dispose)
 
-    def caller(ctx: Context | None) -> str:
-        return allowed(settings.sql_allowed_tenants, server.tenant(ctx))
+    def caller(ctx: Context | None) -> Caller:
+        return allowed(settings.sql_allowed_tenants, server.caller(ctx))
 
     @server.tool(
         name="read-query",
@@ -127,8 +131,7 @@ def register(server: LdimsMCP) -> None:
         ],
         ctx: Context,
     ) -> Annotated[CallToolResult, WriteOutput]:
-        tenant = caller(ctx)
-        result = await server.blocking(executor.write, sql, tenant)
+        result = await server.blocking(executor.write, sql, caller(ctx).tenant)
         output = WriteOutput(
             statement=result.kind.upper(),
             rowsAffected=result.rows_affected,
@@ -144,11 +147,12 @@ def register(server: LdimsMCP) -> None:
     _register_prompts(server, load_prompts(settings.sql_prompts_dir))
 
 
-def allowed(tenants: list[str], tenant: str) -> str:
-    """``tenant``, when ``LDIMS_SQL_ALLOWED_TENANTS`` is empty or lists it; else FORBIDDEN."""
-    if tenants and tenant not in tenants:
-        raise Forbidden("This tenant may not use the sql toolset.", tenant=tenant)
-    return tenant
+def allowed(tenants: list[str], caller: Caller) -> Caller:
+    """``caller``, when ``LDIMS_SQL_ALLOWED_TENANTS`` is empty or lists its tenant; else
+    FORBIDDEN."""
+    if tenants and caller.tenant not in tenants:
+        raise Forbidden("This tenant may not use the sql toolset.", tenant=caller.tenant)
+    return caller
 
 
 def _register_resources(server: LdimsMCP, executor: SqlExecutor) -> None:
@@ -183,9 +187,9 @@ def _register_resources(server: LdimsMCP, executor: SqlExecutor) -> None:
 
     def reader(
         read: Callable[..., dict[str, Any]], parameter: str | None
-    ) -> Callable[[LdimsMCP, str, dict[str, str]], list[ReadResourceContents]]:
-        def serve(_: LdimsMCP, tenant: str, params: dict[str, str]) -> list[ReadResourceContents]:
-            allowed(tenants, tenant)
+    ) -> Callable[[Caller, dict[str, str]], list[ReadResourceContents]]:
+        def serve(caller: Caller, params: dict[str, str]) -> list[ReadResourceContents]:
+            allowed(tenants, caller)
             args = (params[parameter],) if parameter else ()
             body = executor.inspect(lambda conn, dialect: read(conn, dialect, *args))
             text = json.dumps(body, ensure_ascii=False, indent=1, default=str)
@@ -263,3 +267,36 @@ def _cell(value: Any) -> str:
     text = "NULL" if value is None else value if isinstance(value, str) else json.dumps(value)
     text = str(text).replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= _TABLE_CELL_CHARS else text[: _TABLE_CELL_CHARS - 1] + "…"
+
+
+def _requires(settings: Settings) -> str | None:
+    return None if settings.sql_url is not None else "LDIMS_SQL_URL"
+
+
+def _instructions(services: Services, caller: Caller) -> str | None:
+    if services.settings.sql_allowed_tenants and caller.tenant not in (
+        services.settings.sql_allowed_tenants
+    ):
+        return None
+    return (
+        "The sql toolset queries the configured database: read kwdb://product_info to learn "
+        "which database and SQL dialect it is and kwdb://table/{table_name} for a table's "
+        "columns, then run one statement per read-query call (a LIMIT is added; page with "
+        "nextOffset). write-query runs one INSERT / UPDATE / DELETE when writes are enabled."
+    )
+
+
+TOOLSET = Toolset(
+    name="sql",
+    register=register,
+    requires=_requires,
+    uri_schemes=frozenset({"kwdb"}),
+    errors=(SqlSyntaxError, SqlRejected, SqlTimeout, SqlObjectNotFound),
+    rpc_codes={
+        "KWDB-4001": -32602,
+        "KWDB-4002": -32003,
+        "KWDB-4003": -32603,
+        "KWDB-4004": -32002,
+    },
+    instructions=_instructions,
+)

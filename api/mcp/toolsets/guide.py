@@ -18,11 +18,19 @@ from mcp.server.mcpserver import Context
 from mcp.types import ToolAnnotations
 from pydantic import BaseModel, Field
 
-import indexer
 from api.mcp.server import LdimsMCP
-from ldims.catalog import repository
+from api.mcp.toolset import Toolset
+from ldims.caller import Caller
 from ldims.guide import SHIPPED_TREES, GuideEngine, SessionStore, TreeStore
+from ldims.guide.errors import (
+    GuideUnavailable,
+    InvalidOption,
+    SessionComplete,
+    SessionExpired,
+    SessionNotFound,
+)
 from ldims.guide.trees import DocumentLink
+from ldims.services import Services
 
 INITIATE_DESCRIPTION = (
     "Start a guided consultation from the user's question. The server walks a knowledge "
@@ -73,8 +81,10 @@ def register(server: LdimsMCP) -> None:
     )
     server.on_close(sessions.client.close)
 
-    def find_documents(tenant: str, link: DocumentLink) -> list[dict[str, Any]]:
-        return _linked_documents(server, tenant, link)
+    documents = server.services.documents
+
+    def find_documents(caller: Caller, link: DocumentLink) -> list[dict[str, Any]]:
+        return documents.linked(caller, link.query, list(link.ids), link.limit)
 
     engine = GuideEngine(trees, sessions, settings.guide_match_threshold, find_documents)
 
@@ -94,8 +104,7 @@ def register(server: LdimsMCP) -> None:
         ],
         ctx: Context,
     ) -> SessionState:
-        tenant = server.tenant(ctx)
-        state = await server.blocking(engine.initiate, tenant, user_query)
+        state = await server.blocking(engine.initiate, server.caller(ctx), user_query)
         return SessionState.model_validate(state)
 
     @server.tool(
@@ -121,42 +130,30 @@ def register(server: LdimsMCP) -> None:
             Field(max_length=2000, description="The user's own words (provide_more_info)"),
         ] = None,
     ) -> SessionState:
-        tenant = server.tenant(ctx)
         state = await server.blocking(
-            engine.navigate, tenant, session_id, selected_option_id, user_input
+            engine.navigate, server.caller(ctx), session_id, selected_option_id, user_input
         )
         return SessionState.model_validate(state)
 
 
-def _linked_documents(server: LdimsMCP, tenant: str, link: DocumentLink) -> list[dict[str, Any]]:
-    """Snippets of the caller's own documents a node links to (tenant filter in the query)."""
-    found: list[dict[str, Any]] = []
-    if link.query:
-        hits = server.services.index.search(
-            indexer.SearchRequest(tenant=tenant, query=link.query, limit=link.limit)
-        )
-        found = [
-            {
-                "documentId": hit.document_id,
-                "documentName": hit.name,
-                "snippet": hit.snippet,
-                "uri": f"ldims://docs/{hit.document_id}/extracted_content",
-            }
-            for hit in hits.hits
-        ]
-    for document_id in link.ids:
-        if len(found) >= link.limit or any(d["documentId"] == document_id for d in found):
-            continue
-        with server.services.catalog.session() as session:
-            document = repository.get_document(session, document_id)
-            if document is None or document.tenant != tenant:
-                continue
-            found.append(
-                {
-                    "documentId": document.id,
-                    "documentName": document.name,
-                    "snippet": None,
-                    "uri": f"ldims://docs/{document.id}/extracted_content",
-                }
-            )
-    return found[: link.limit]
+def _instructions(services: Services, caller: Caller) -> str:
+    return (
+        "For a guided consultation (troubleshooting, a decision to walk through step by step), "
+        "call initiate_session with the user's question, show the user each step's response "
+        "and options, and pass the chosen option id to navigate_session until is_complete."
+    )
+
+
+TOOLSET = Toolset(
+    name="guide",
+    register=register,
+    errors=(SessionNotFound, SessionExpired, SessionComplete, InvalidOption, GuideUnavailable),
+    rpc_codes={
+        "SESSION_NOT_FOUND": -32002,
+        "SESSION_EXPIRED": -32002,
+        "SESSION_COMPLETE": -32602,
+        "INVALID_OPTION": -32602,
+        "GUIDE_UNAVAILABLE": -32603,
+    },
+    instructions=_instructions,
+)

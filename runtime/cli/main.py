@@ -1,14 +1,13 @@
-"""Entry point of the ``ldims`` command."""
+"""Entry point of the ``ldims`` command (the composition root's command-line face)."""
 
 from __future__ import annotations
 
 import os
-import re
 
 import click
 
 from ldims.logs import setup_logging
-from ldims.settings import get_settings
+from ldims.settings import Settings, get_settings
 
 
 @click.group()
@@ -24,7 +23,7 @@ def cli() -> None:
 @click.option("--extract-workers", type=int, default=None, help="Extract worker processes.")
 def serve(host: str | None, port: int | None, flower: bool, extract_workers: int | None) -> None:
     """Start API, workers and (unless LDIMS_REDIS_URL is set) an embedded Redis."""
-    from ldims.cli.serve import serve as run
+    from runtime.cli.serve import serve as run
 
     settings = get_settings()
     run(host or settings.host, settings.port if port is None else port, flower, extract_workers)
@@ -37,7 +36,7 @@ def api(host: str | None, port: int | None) -> None:
     """Run only the API (Redis must be reachable at LDIMS_REDIS_URL)."""
     import uvicorn
 
-    from api import create_app
+    from runtime import create_app
 
     settings = get_settings()
     uvicorn.run(
@@ -50,32 +49,61 @@ def api(host: str | None, port: int | None) -> None:
 
 @cli.command()
 @click.option("--queues", default="extract,index", show_default=True, help="Queues to consume.")
-@click.option("--concurrency", type=int, default=None, help="Worker processes (index: keep 1).")
+@click.option(
+    "--concurrency",
+    type=int,
+    default=None,
+    help="Worker processes (default LDIMS_EXTRACT_CONCURRENCY; with the index queue: 1, "
+    "the only value allowed).",
+)
 @click.option("--beat", is_flag=True, help="Also schedule the reconciler (run exactly one).")
 @click.option("--hostname", default=None, help="Celery node name.")
 def worker(queues: str, concurrency: int | None, beat: bool, hostname: str | None) -> None:
     """Run a Celery worker for the given queues."""
     from workers.celery_app import app
 
-    settings = get_settings()
-    if "index" in queues.split(",") and (concurrency or 1) != 1:
-        raise click.UsageError("the index queue has one writer: use --concurrency 1")
+    try:
+        argv = worker_argv(get_settings(), queues, concurrency, beat, hostname)
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    app.worker_main(argv)
+
+
+def worker_argv(
+    settings: Settings, queues: str, concurrency: int | None, beat: bool, hostname: str | None
+) -> list[str]:
+    """Celery's worker arguments; a ``ValueError`` when the index queue would get more than
+    one process (the index has one writer)."""
+    names = [name.strip() for name in queues.split(",") if name.strip()]
+    if not names:
+        raise ValueError("give at least one queue")
+    if "index" in names:
+        if concurrency not in (None, 1):
+            raise ValueError(
+                "the index queue has one writer: run it with --concurrency 1 (or in a worker of "
+                "its own: --queues index)"
+            )
+        processes = 1
+    else:
+        processes = concurrency or settings.extract_concurrency
+    if processes < 1:
+        raise ValueError("--concurrency must be at least 1")
     argv = [
         "worker",
         "--queues",
-        queues,
+        ",".join(names),
         "--concurrency",
-        str(concurrency or settings.extract_concurrency),
+        str(processes),
         "--loglevel",
         "WARNING" if settings.log_level == "WARN" else settings.log_level,
         "--hostname",
-        hostname or f"{queues.replace(',', '+')}-{os.getpid()}@%h",
+        hostname or f"{'+'.join(names)}-{os.getpid()}@%h",
         "--events",
     ]
     if beat:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
         argv += ["--beat", "--schedule", str(settings.data_dir / "celerybeat-schedule")]
-    app.worker_main(argv)
+    return argv
 
 
 @cli.command()
@@ -127,21 +155,21 @@ def mcp(tenant: str | None) -> None:
     Reads the same data directory as the server; extraction still needs the workers
     (`ldims serve` running) for new documents.
     """
-    from api.app import build_services
     from api.mcp import build_mcp_server
+    from ldims.caller import TENANT_PATTERN, stdio_caller
+    from runtime import build_services
 
     settings = get_settings()
-    if tenant is not None and not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", tenant):
+    if tenant is not None and not TENANT_PATTERN.match(tenant):
         raise click.BadParameter("1-64 letters, digits, _ . -", param_hint="--tenant")
     services = build_services(settings)
     services.catalog.upgrade()  # a fresh data dir has no tables yet
-    server = build_mcp_server(services, stdio_tenant=tenant or settings.default_tenant)
+    server = build_mcp_server(services, stdio=stdio_caller(tenant or settings.default_tenant))
     try:
         server.run("stdio")
     finally:
         server.close()
-        services.dispatcher.close()
-        services.catalog.dispose()
+        services.close()
 
 
 @cli.command()
@@ -182,7 +210,7 @@ def status(tenant: str | None) -> None:
 @click.option("--parallel", type=int, default=4, show_default=True, help="Concurrent uploads.")
 def ingest(**options: object) -> None:
     """Upload files or folders (recursively) and report completed / failed with reasons."""
-    from ldims.cli.ingest import run_ingest
+    from runtime.cli.ingest import run_ingest
 
     settings = get_settings()
     options["url"] = options["url"] or f"http://{settings.host}:{settings.port}"

@@ -24,7 +24,7 @@ log = logging.getLogger(__name__)
 
 
 def _ldims(*args: str) -> list[str]:
-    return [sys.executable, "-m", "ldims.cli.main", *args]
+    return [sys.executable, "-m", "runtime.cli.main", *args]
 
 
 def worker_commands(settings: Settings, extract_workers: int, flower: bool) -> list[list[str]]:
@@ -75,7 +75,7 @@ def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> No
     # handler that would kill this process before the children and Redis are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
-        from api import create_app
+        from runtime import create_app
 
         log.info("LDIMS API on http://%s:%d (REST /api, health /health)", host, port)
         uvicorn.run(create_app(settings, migrate=False), host=host, port=port, log_level="warning")

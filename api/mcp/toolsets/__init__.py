@@ -1,0 +1,16 @@
+"""The toolset registry: one line per toolset, in the order they are listed to clients.
+
+Adding a toolset = a module here that builds a :class:`~api.mcp.toolset.Toolset`, plus one
+line below. Nothing else in the server names a toolset.
+"""
+
+from api.mcp.toolset import Toolset
+from api.mcp.toolsets import documents, guide, sql
+
+REGISTRY: tuple[Toolset, ...] = (
+    documents.TOOLSET,
+    sql.TOOLSET,
+    guide.TOOLSET,
+)
+
+__all__ = ["REGISTRY"]

@@ -1,0 +1,80 @@
+"""The documents core: intake, reads, search and webhook events of one process, built once.
+
+Adapters (REST routes, the MCP toolsets, the guide's document links, the CLI) hold a
+:class:`Documents` and call it with a :class:`~ldims.caller.Caller`; they hold no logic of
+their own about documents.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import indexer
+from ldims.caller import Caller
+from ldims.catalog import Catalog
+from ldims.documents.events import WebhookEvents
+from ldims.documents.intake import Intake
+from ldims.documents.reading import DocumentReader
+from ldims.documents.search import DocumentSearch
+from ldims.documents.uris import extracted_uri
+from ldims.errors import LdimsError
+from ldims.settings import Settings
+from workers import Dispatcher
+
+
+class Documents:
+    def __init__(self, settings: Settings, catalog: Catalog, dispatcher: Dispatcher) -> None:
+        self.settings = settings
+        self.intake = Intake(settings, catalog, dispatcher)
+        self.reader = DocumentReader(settings, catalog, self.intake.extracts)
+        self.search = DocumentSearch(settings, lambda: self.index)
+        self.events = WebhookEvents(settings, catalog, self.intake)
+
+    @functools.cached_property
+    def index(self) -> indexer.DocumentIndex:
+        """The index, opened once per process (its searchers refresh on their own)."""
+        return indexer.DocumentIndex(self.settings.index_dir, limits=search_limits(self.settings))
+
+    def linked(
+        self, caller: Caller, query: str | None, ids: list[str], limit: int
+    ) -> list[dict[str, Any]]:
+        """Documents of the caller a guide step links to: found by ``query``, then named by
+        ``ids`` (others' and unknown ids are left out), with snippets."""
+        found: list[dict[str, Any]] = []
+        if query:
+            hits = self.search.search_now(caller, query, max_results=limit).results
+            found = [
+                {
+                    "documentId": hit.documentId,
+                    "documentName": hit.documentName,
+                    "snippet": hit.matchedContext,
+                    "uri": extracted_uri(hit.documentId),
+                }
+                for hit in hits
+            ]
+        for document_id in ids:
+            if len(found) >= limit or any(d["documentId"] == document_id for d in found):
+                continue
+            try:
+                document = self.reader.get(caller, document_id)
+            except LdimsError:
+                continue
+            found.append(
+                {
+                    "documentId": document.id,
+                    "documentName": document.name,
+                    "snippet": None,
+                    "uri": extracted_uri(document.id),
+                }
+            )
+        return found[:limit]
+
+
+def search_limits(settings: Settings) -> indexer.SearchLimits:
+    """The index's cost budget of one search, from the settings."""
+    return indexer.SearchLimits(
+        max_terms=settings.search_max_terms,
+        max_phrases=settings.search_max_phrases,
+        max_postings=settings.search_max_postings,
+    )

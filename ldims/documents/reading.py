@@ -1,0 +1,281 @@
+"""Reading a document of the caller: its record, its state, and its extracted text by
+character offset, by page range or by line range — bounded, each part saying where the rest is.
+
+The views answer by the document's state as the LDIMS seed asks: ``StillProcessing`` (202 /
+``PROCESSING``) while queued or processing, ``ContentUnavailable`` (409) once it failed. Line
+numbers are those of search hits (``lineStart``/``lineEnd``): the lines of the pages joined
+with one blank line between pages, counted from 1 (:mod:`workers.chunking`).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, Field
+
+from ldims.caller import Caller
+from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, repository
+from ldims.compact_schema import compact_field
+from ldims.documents.intake import owned_document
+from ldims.documents.uris import extracted_uri, lines_uri, pages_uri
+from ldims.errors import ContentUnavailable, InvalidInput, NotFound, StillProcessing
+from ldims.settings import Settings
+from workers import ExtractionResult, ExtractStore
+
+_RANGE = re.compile(r"^(?P<first>\d{1,7})(?:-(?P<last>\d{1,7}))?$")
+RETRY_AFTER_SECONDS = 5
+_STAGES = {
+    "queued": "waiting for an extraction worker",
+    "processing": "text extraction and indexing in progress",
+    "completed": "ready: searchable and readable",
+    "failed": "processing failed; the content is unavailable",
+}
+
+
+class DocumentErrorOut(BaseModel):
+    code: str
+    message: str | None
+
+
+class DocumentStatusOut(BaseModel):
+    documentId: str  # noqa: N815
+    documentName: str  # noqa: N815
+    status: Literal["queued", "processing", "completed", "failed"]
+    ready: bool = Field(description="The content can be read and searched")
+    stage: str = Field(description="What is happening to the document, in words")
+    version: int
+    error: Annotated[DocumentErrorOut | None, compact_field(DocumentErrorOut, nullable=True)]
+    attempts: int
+    retryAfterSeconds: int | None = Field(  # noqa: N815
+        description="When still processing: seconds to wait before asking again"
+    )
+    collection: str
+    documentType: str | None  # noqa: N815
+    submitter: str | None
+    format: str | None
+    pageCount: int | None  # noqa: N815
+    createdAt: str  # noqa: N815
+    updatedAt: str  # noqa: N815
+    statusChangedAt: str  # noqa: N815
+    extractedAt: str | None  # noqa: N815
+    uri: str
+
+
+@dataclass(frozen=True)
+class CharacterSlice:
+    """``text[offset:offset+length]`` of the extracted text."""
+
+    document: Document
+    text: str
+    offset: int
+    total_length: int
+    next_offset: int | None
+
+
+@dataclass(frozen=True)
+class DocumentPart:
+    """A bounded part of a document: its text and what a reader needs to go on."""
+
+    document: Document
+    text: str
+    meta: dict[str, Any]
+
+
+def parse_range(text: str, field: str = "range") -> tuple[int, int]:
+    """``"3"`` or ``"3-7"`` (counted from 1, first <= last)."""
+    match = _RANGE.match(text)
+    if match is None:
+        raise InvalidInput(field=field, issue="a number (3) or a range (3-7)")
+    first = int(match["first"])
+    last = int(match["last"] or first)
+    if not 1 <= first <= last:
+        raise InvalidInput(field=field, issue="counted from 1, first <= last")
+    return first, last
+
+
+class DocumentReader:
+    def __init__(self, settings: Settings, catalog: Catalog, extracts: ExtractStore) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.extracts = extracts
+
+    def get(self, caller: Caller, document_id: str) -> Document:
+        """The caller's document record, whatever its state."""
+        with self.catalog.session() as session:
+            return owned_document(session, caller, document_id)
+
+    def list(
+        self, caller: Caller, filters: DocumentFilter, limit: int, offset: int
+    ) -> tuple[list[Document], int]:
+        """The caller's documents, newest first, filtered and paged; and how many match."""
+        with self.catalog.session() as session:
+            return repository.list_documents(session, caller.tenant, filters, limit, offset)
+
+    def status(self, caller: Caller, document_id: str) -> DocumentStatusOut:
+        return status_of(self.get(caller, document_id))
+
+    def content(self, caller: Caller, document_id: str) -> tuple[Document, ExtractionResult]:
+        """The extracted content of a completed document, or the error its state calls for."""
+        document = self.get(caller, document_id)
+        if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
+            raise StillProcessing(documentId=document.id, documentStatus=document.status)
+        if document.status == DocumentStatus.FAILED.value:
+            raise ContentUnavailable(
+                documentId=document.id,
+                status=document.status,
+                failureCode=document.error_code,
+                reason=document.error_message,
+            )
+        fmt = document.format or ""
+        if not document.sha256 or not self.extracts.exists(document.sha256, fmt):
+            raise ContentUnavailable(
+                "The extracted content is missing; re-upload the document.",
+                documentId=document.id,
+                status=document.status,
+                failureCode="CONTENT_MISSING",
+            )
+        return document, self.extracts.load(document.sha256, fmt)
+
+    def characters(
+        self, caller: Caller, document_id: str, offset: int = 0, limit: int | None = None
+    ) -> CharacterSlice:
+        """Characters ``offset..offset+limit`` of the text (``limit`` None: to the end)."""
+        document, result = self.content(caller, document_id)
+        total = len(result.text)
+        end = total if limit is None else min(total, offset + limit)
+        return CharacterSlice(
+            document, result.text[offset:end], offset, total, end if end < total else None
+        )
+
+    def whole(self, caller: Caller, document_id: str) -> DocumentPart:
+        """The whole document, or as many whole pages from the first as fit one part."""
+        document, result = self.content(caller, document_id)
+        pages = pages_of(result)
+        return self._pages_part(document, pages, 1, len(pages), extracted_uri(document.id))
+
+    def pages(self, caller: Caller, document_id: str, pages_range: str) -> DocumentPart:
+        """Pages ``first..last`` (``"3"`` or ``"3-7"``), as many whole pages as fit."""
+        first, last = parse_range(pages_range)
+        document, result = self.content(caller, document_id)
+        pages = pages_of(result)
+        if first > len(pages):
+            raise NotFound(
+                f"The document has {len(pages)} page(s).",
+                documentId=document.id,
+                pageCount=len(pages),
+            )
+        uri = pages_uri(document.id, pages_range)
+        return self._pages_part(document, pages, first, min(last, len(pages)), uri)
+
+    def lines(self, caller: Caller, document_id: str, lines_range: str) -> DocumentPart:
+        """Lines ``first..last`` in the numbering of search hits, each prefixed with its
+        number; as many whole lines as fit one part."""
+        first, last = parse_range(lines_range)
+        document, result = self.content(caller, document_id)
+        lines = "\n\n".join(pages_of(result)).split("\n")
+        if first > len(lines):
+            raise NotFound(
+                f"The document has {len(lines)} line(s).",
+                documentId=document.id,
+                lineCount=len(lines),
+            )
+        last = min(last, len(lines))
+        limit = self.settings.mcp_max_content_chars
+        width = len(str(last))
+        out: list[str] = []
+        size = 0
+        shown = first - 1
+        for number in range(first, last + 1):
+            line = f"{number:>{width}}: {lines[number - 1]}"
+            if out and size + len(line) + 1 > limit:
+                break
+            out.append(line[:limit])
+            size += len(out[-1]) + 1
+            shown = number
+        meta: dict[str, Any] = {
+            "documentName": document.name,
+            "lineCount": len(lines),
+            "lines": f"{first}-{shown}",
+            "truncated": shown < last,
+        }
+        text = "\n".join(out)
+        if shown < last:
+            rest = lines_uri(document.id, f"{shown + 1}-{last}")
+            meta["nextUri"] = rest
+            text += f"\n\n[Lines {first}-{shown} of {len(lines)}. Continue with {rest}]"
+        return DocumentPart(document, text, meta)
+
+    def _pages_part(
+        self, document: Document, pages: list[str], first: int, last: int, uri: str
+    ) -> DocumentPart:
+        """Pages ``first..last`` (1-based), as many whole pages as fit the size limit; a part
+        that stops early ends with the URI of the rest."""
+        limit = self.settings.mcp_max_content_chars
+        marked = len(pages) > 1 or first > 1
+        parts: list[str] = []
+        size = 0
+        shown = first - 1
+        for number in range(first, last + 1):
+            text = f"--- page {number} ---\n{pages[number - 1]}" if marked else pages[number - 1]
+            if size + len(text) > limit and parts:
+                break
+            if len(text) > limit:  # one page alone is over the limit: its beginning only
+                text = text[:limit]
+            parts.append(text)
+            size += len(text) + 2
+            shown = number
+        body = "\n\n".join(parts)
+        truncated = shown < last or size > limit
+        meta: dict[str, Any] = {
+            "documentName": document.name,
+            "extractedAt": document.extracted_at.isoformat() if document.extracted_at else None,
+            "format": document.format,
+            "pageCount": len(pages),
+            "pages": f"{first}-{shown}",
+            "truncated": truncated,
+        }
+        if truncated:
+            rest = shown + 1 if shown < last else shown
+            next_uri = pages_uri(document.id, f"{rest}-{last}" if rest < last else str(rest))
+            if shown < last:
+                meta["nextUri"] = next_uri
+                body += f"\n\n[Part of the document: pages {first}-{shown} of {len(pages)}. "
+                body += f"Continue with {next_uri}]"
+            else:
+                body += f"\n\n[Page {shown} is longer than {limit} characters; it was cut here.]"
+        return DocumentPart(document, body, meta)
+
+
+def pages_of(result: ExtractionResult) -> list[str]:
+    if result.pages:
+        return [page.text for page in sorted(result.pages, key=lambda page: page.number)]
+    return [result.text]
+
+
+def status_of(document: Document) -> DocumentStatusOut:
+    waiting = document.status in ("queued", "processing")
+    return DocumentStatusOut(
+        documentId=document.id,
+        documentName=document.name,
+        status=document.status,  # type: ignore[arg-type]
+        ready=document.status == "completed",
+        stage=_STAGES.get(document.status, document.status),
+        version=document.version,
+        error=DocumentErrorOut(code=document.error_code, message=document.error_message)
+        if document.error_code
+        else None,
+        attempts=document.attempts,
+        retryAfterSeconds=RETRY_AFTER_SECONDS if waiting else None,
+        collection=document.collection,
+        documentType=document.document_type,
+        submitter=document.submitter,
+        format=document.format,
+        pageCount=document.page_count,
+        createdAt=document.created_at.isoformat(),
+        updatedAt=document.updated_at.isoformat(),
+        statusChangedAt=document.status_changed_at.isoformat(),
+        extractedAt=document.extracted_at.isoformat() if document.extracted_at else None,
+        uri=extracted_uri(document.id),
+    )

@@ -1,0 +1,310 @@
+"""The one search entry point of LDIMS: REST ``GET /api/search``, MCP ``searchDocuments`` and
+the guide's document links all come through :class:`DocumentSearch`.
+
+It owns what both adapters once did twice: validation (strict integers, a blank query, ISO
+dates in order), the result cap, the mode mapping, the filters, the deadline and the
+translation of the index's errors. Results use the LDIMS seed's field names plus documented
+extras (``pageNumber``, ``lineStart``/``lineEnd``, ``uri``, ``searchMetadata.rankedBy`` …),
+the same on REST and MCP.
+
+Caps: ``maxResults`` is an integer from 1 to :data:`MAX_RESULTS_BOUND` (the longest page any
+LDIMS listing returns); above ``SEARCH_MAX_RESULTS_HARD_LIMIT`` it is lowered to the limit and
+``searchMetadata`` says so. Beyond the bound it is an error, never silently cut.
+
+Where it runs: most searches take about a millisecond, less than handing them to a thread
+and back (measured: a third more searches a second at the MCP benchmark). So
+:meth:`DocumentSearch.search` first tries the search on the calling event loop for at most
+``MCP_INLINE_SEARCH_SECONDS``, and only when a searcher is free and current; otherwise it goes
+on in a thread (the adapter's ``blocking`` runner) under the search's own deadline, so a
+timed-out search stops instead of running on abandoned.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Awaitable, Callable
+from datetime import date, datetime
+from typing import Annotated, Literal, TypeVar
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+
+import indexer
+from ldims.caller import Caller
+from ldims.compact_schema import compact_field
+from ldims.documents.uris import pages_uri
+from ldims.errors import InvalidInput, QueryUnprocessable, SearchTimeout
+from ldims.settings import Settings
+
+T = TypeVar("T")
+Blocking = Callable[[Callable[[], T]], Awaitable[T]]
+MAX_RESULTS_BOUND = 500
+MAX_OFFSET = 10_000
+_DATE = TypeAdapter(date)
+_DATETIME = TypeAdapter(datetime)
+
+# Shared by the MCP tool's signature and REST's query parameters: one set of bounds.
+QueryText = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=indexer.MAX_QUERY_CHARS,
+        description="The search query in natural language or keywords. Be specific and include "
+        "key terms related to the information you're looking for.",
+    ),
+]
+MaxResults = Annotated[
+    int,
+    Field(
+        strict=True,
+        ge=1,
+        le=MAX_RESULTS_BOUND,
+        description="Maximum number of documents to return in the results. Use a larger number "
+        "if you need more comprehensive results. Lowered to the server's limit "
+        "(searchMetadata.maxResults says what was used).",
+    ),
+]
+Offset = Annotated[
+    int,
+    Field(strict=True, ge=0, le=MAX_OFFSET, description="Results to skip (for the next page)"),
+]
+SearchModeName = Literal["exact", "semantic"]
+
+
+class SearchFilters(BaseModel):
+    """The seed's ``filters`` (plus ``collection``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dateFrom: str | None = Field(  # noqa: N815 (the seed's field names)
+        None, max_length=64, description="Start date for filtering documents (ISO format)"
+    )
+    dateTo: str | None = Field(  # noqa: N815
+        None, max_length=64, description="End date for filtering documents (ISO format)"
+    )
+    documentType: str | None = Field(  # noqa: N815
+        None, max_length=128, description="Filter by document type/format"
+    )
+    submitter: str | None = Field(None, max_length=256, description="Filter by document submitter")
+    collection: str | None = Field(
+        None, max_length=128, description="Filter by collection (see the server instructions)"
+    )
+    searchMode: SearchModeName = Field(  # noqa: N815
+        "semantic",
+        description="The search mode to use: 'exact' for precise matches, 'semantic' for "
+        "meaning-based matches",
+    )
+
+
+class ResultMetadata(BaseModel):
+    createdAt: str | None  # noqa: N815
+    submitter: str | None
+    documentType: str | None  # noqa: N815
+    collection: str
+    title: str | None
+
+
+class SearchResult(BaseModel):
+    documentId: str  # noqa: N815
+    documentName: str  # noqa: N815
+    relevanceScore: float = Field(description="0..1, the best result scores 1")  # noqa: N815
+    matchedContext: str = Field(description="Excerpt of the best match, terms in **bold**")  # noqa: N815
+    pageNumber: int = Field(description="Page of the best match (1-based)")  # noqa: N815
+    lineStart: int  # noqa: N815
+    lineEnd: int  # noqa: N815
+    uri: str = Field(description="Resource to read the page of the match")
+    metadata: Annotated[ResultMetadata, compact_field(ResultMetadata)]
+
+
+class SearchMetadata(BaseModel):
+    executionTime: str  # noqa: N815
+    searchMode: SearchModeName  # noqa: N815
+    rankedBy: str = Field(description="What actually ranked the results")  # noqa: N815
+    maxResults: int = Field(description="Results asked for after the server's cap")  # noqa: N815
+    offset: int
+    note: str | None = None
+
+
+class SearchOutput(BaseModel):
+    isError: Literal[False] = False  # noqa: N815
+    results: Annotated[list[SearchResult], compact_field(SearchResult, array=True)]
+    totalMatches: int = Field(description="Documents matching, across all pages of results")  # noqa: N815
+    searchMetadata: Annotated[SearchMetadata, compact_field(SearchMetadata)]  # noqa: N815
+
+
+class _Prepared:
+    """A validated search: the index request and what the answer must report."""
+
+    __slots__ = ("filters", "limit", "max_results", "request", "started")
+
+    def __init__(self, request: indexer.SearchRequest, filters: SearchFilters, asked: int) -> None:
+        self.request = request
+        self.filters = filters
+        self.limit = request.limit
+        self.max_results = asked
+        self.started = time.perf_counter()
+
+
+class DocumentSearch:
+    """Searches of the caller's own documents (the tenant filter is inside every query)."""
+
+    def __init__(self, settings: Settings, index: Callable[[], indexer.DocumentIndex]) -> None:
+        self.settings = settings
+        self._index = index  # opened on first use: a process that never searches never opens it
+
+    async def search(
+        self,
+        caller: Caller,
+        query: str,
+        max_results: int = 5,
+        filters: SearchFilters | None = None,
+        offset: int = 0,
+        *,
+        blocking: Blocking[indexer.SearchResults],
+    ) -> SearchOutput:
+        """Validate, search (quickly on this loop, else through ``blocking``) and answer."""
+        prepared = self.prepare(caller, query, max_results, filters, offset)
+        index = self._index()
+        now = time.monotonic()
+        left = anyio.current_effective_deadline() - anyio.current_time()  # inf: no limit set
+        end = now + min(left, self.settings.search_timeout_seconds)
+        quick = self.settings.mcp_inline_search_seconds
+        found = None
+        if quick > 0:
+            with contextlib.suppress(indexer.SearcherBusy, indexer.SearchOverdue):
+                found = index.search(prepared.request, within=min(quick, end - now), wait=False)
+        if found is None:
+            found = await blocking(lambda: self._run(prepared, end - time.monotonic()))
+        return self.present(prepared, found)
+
+    def search_now(
+        self,
+        caller: Caller,
+        query: str,
+        max_results: int = 5,
+        filters: SearchFilters | None = None,
+        offset: int = 0,
+    ) -> SearchOutput:
+        """The same search, blocking the calling thread (CLI, guide links, benchmarks)."""
+        prepared = self.prepare(caller, query, max_results, filters, offset)
+        return self.present(prepared, self._run(prepared, self.settings.search_timeout_seconds))
+
+    # --- the steps -----------------------------------------------------------------------------
+    def prepare(
+        self,
+        caller: Caller,
+        query: str,
+        max_results: int,
+        filters: SearchFilters | None,
+        offset: int,
+    ) -> _Prepared:
+        """Check the request (the same rules whichever adapter received it)."""
+        _check_int(max_results, "maxResults", 1, MAX_RESULTS_BOUND)
+        _check_int(offset, "offset", 0, MAX_OFFSET)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput(field="query", issue="Query cannot be empty")
+        if len(query) > indexer.MAX_QUERY_CHARS:
+            raise InvalidInput(field="query", issue=f"at most {indexer.MAX_QUERY_CHARS} characters")
+        filters = filters or SearchFilters()
+        date_from = parse_day(filters.dateFrom, "filters.dateFrom")
+        date_to = parse_day(filters.dateTo, "filters.dateTo")
+        if date_from and date_to and date_from > date_to:
+            raise InvalidInput(field="filters.dateFrom", issue="dateFrom is after dateTo")
+        limit = min(max_results, self.settings.search_max_results_hard_limit)
+        request = indexer.SearchRequest(
+            tenant=caller.tenant,
+            query=query,
+            # Until dense vectors exist, semantic runs the stemmed keyword search (and says so).
+            mode="exact" if filters.searchMode == "exact" else "keyword",
+            limit=limit,
+            offset=offset,
+            collection=filters.collection,
+            document_type=filters.documentType,
+            submitter=filters.submitter,
+            date_from=date_from,
+            date_to=date_to,
+        )
+        return _Prepared(request, filters, max_results)
+
+    def _run(self, prepared: _Prepared, within: float) -> indexer.SearchResults:
+        try:
+            return self._index().search(prepared.request, within=max(within, 0.0))
+        except indexer.SearchOverdue:
+            raise SearchTimeout(timeoutSeconds=self.settings.search_timeout_seconds) from None
+        except indexer.QueryUnprocessable as exc:
+            raise QueryUnprocessable(str(exc), field="query") from exc
+
+    def present(self, prepared: _Prepared, found: indexer.SearchResults) -> SearchOutput:
+        """The answer in the seed's shape (plus the documented extras)."""
+        mode = prepared.filters.searchMode
+        notes = []
+        if mode == "semantic":
+            notes.append("semantic runs the stemmed keyword search (BM25F) until vectors exist")
+        if prepared.limit < prepared.max_results:
+            notes.append(f"maxResults capped at {prepared.limit}")
+        if found.fallback:
+            notes.append("the query's syntax was not understood; it ran as plain words")
+        return SearchOutput(
+            results=[_result(hit) for hit in found.hits],
+            totalMatches=found.total,
+            searchMetadata=SearchMetadata(
+                executionTime=f"{time.perf_counter() - prepared.started:.3f}s",
+                searchMode=mode,
+                rankedBy="exact terms and phrases" if mode == "exact" else "keyword BM25F",
+                maxResults=prepared.limit,
+                offset=prepared.request.offset,
+                note="; ".join(notes) or None,
+            ),
+        )
+
+
+def search_filters(values: dict[str, object]) -> SearchFilters:
+    """Filters from plain values (REST query parameters), refused as INVALID_INPUT."""
+    try:
+        return SearchFilters.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors(include_url=False, include_input=False)[0]
+        field = "filters." + ".".join(str(part) for part in first["loc"])
+        raise InvalidInput(field=field, issue=first["msg"]) from None
+
+
+def parse_day(value: str | None, field: str) -> date | None:
+    """An ISO date, or the date of an ISO date-time."""
+    if not value:
+        return None
+    try:
+        return _DATE.validate_python(value)
+    except ValidationError:
+        pass
+    try:
+        return _DATETIME.validate_python(value).date()
+    except ValidationError as exc:
+        raise InvalidInput(field=field, issue="not an ISO 8601 date") from exc
+
+
+def _check_int(value: object, field: str, low: int, high: int) -> None:
+    # bool is an int in Python; "5" and 5.0 are not integers here either (strict, as MCP's).
+    if type(value) is not int or not low <= value <= high:
+        raise InvalidInput(field=field, issue=f"an integer from {low} to {high}")
+
+
+def _result(hit: indexer.SearchHit) -> SearchResult:
+    return SearchResult(
+        documentId=hit.document_id,
+        documentName=hit.name,
+        relevanceScore=hit.score if math.isfinite(hit.score) else 0.0,
+        matchedContext=hit.snippet,
+        pageNumber=hit.page,
+        lineStart=hit.line_start,
+        lineEnd=hit.line_end,
+        uri=pages_uri(hit.document_id, str(hit.page)),
+        metadata=ResultMetadata(
+            createdAt=hit.created_at.isoformat() if hit.created_at else None,
+            submitter=hit.submitter,
+            documentType=hit.document_type,
+            collection=hit.collection,
+            title=hit.title,
+        ),
+    )

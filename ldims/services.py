@@ -1,0 +1,33 @@
+"""The long-lived objects of one LDIMS process, as the adapters see them.
+
+The composition root (:mod:`runtime.services`) builds a :class:`Services` once per process —
+for the API, the stdio MCP server, benchmarks and tests alike — and hands it to the adapters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import indexer
+from ldims.catalog import Catalog
+from ldims.documents import Documents
+from ldims.settings import Settings
+from workers import Dispatcher
+
+
+@dataclass
+class Services:
+    settings: Settings
+    catalog: Catalog
+    dispatcher: Dispatcher
+    documents: Documents
+
+    @property
+    def index(self) -> indexer.DocumentIndex:
+        """The index, opened on first use (its searchers refresh on their own)."""
+        return self.documents.index
+
+    def close(self) -> None:
+        """Release connections (the index's files close with the process)."""
+        self.dispatcher.close()
+        self.catalog.dispose()

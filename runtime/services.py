@@ -1,0 +1,29 @@
+"""Service wiring: settings → catalog, broker, documents core → the API and MCP servers."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from api import build_app
+from ldims.catalog import Catalog
+from ldims.documents import Documents
+from ldims.services import Services
+from ldims.settings import Settings, get_settings
+from workers import Dispatcher
+
+
+def build_services(settings: Settings) -> Services:
+    """The process's services (the catalog's schema is not touched here)."""
+    catalog = Catalog(settings.catalog_url)
+    dispatcher = Dispatcher(settings)
+    return Services(
+        settings=settings,
+        catalog=catalog,
+        dispatcher=dispatcher,
+        documents=Documents(settings, catalog, dispatcher),
+    )
+
+
+def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAPI:
+    """The REST + MCP app; ``migrate`` brings the catalog schema up to date at start-up."""
+    return build_app(build_services(settings or get_settings()), migrate=migrate)
