@@ -4,18 +4,21 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
+import psutil
 import pytest
 from fastapi.testclient import TestClient
 
 from ldims.documents import sign
 from ldims.settings import Settings
 from runtime import create_app
-from tests.conftest import RedisServer, Stack
+from tests.conftest import RedisServer, Stack, ThreadedServer
 
 SECRET = "s3cret-for-webhook-tests"
 
@@ -178,3 +181,68 @@ def test_url_documents_are_fetched_by_a_worker_when_private_addresses_are_allowe
         stack.client.get("/api/documents/fetched/content").json()["text"]
         == "Fetched over HTTP by a worker.\n"
     )
+
+
+# --- hostile senders -------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "url", ["http://example.com:99999/a.txt", "http://example.com:-1/a.txt", "http://[::1/a.txt"]
+)
+def test_a_malformed_url_is_400_and_the_event_id_stays_usable(client: TestClient, url: str) -> None:
+    refused = post_event(client, created("evt-bad-url", name="a.txt", url=url))
+    assert refused.status_code == 400, refused.text
+    assert refused.json()["errorCode"] == "INVALID_INPUT"
+    assert refused.json()["errorDetails"]["field"] == "document.url"
+    assert "Traceback" not in refused.text
+    # The sender fixes the event and sends it again under the same id: it is applied.
+    again = post_event(client, created("evt-bad-url", name="a.txt", content="fixed"))
+    assert again.status_code == 202 and again.json()["duplicate"] is False
+
+
+def test_unsigned_large_bodies_do_not_grow_the_servers_memory(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    """The body is hashed as it streams and spooled to disk past 1 MiB: four unsigned 60 MB
+    posts cost the API (in this process) no more than a few MB of memory."""
+    settings = Settings(
+        data_dir=tmp_path / "data", redis_url=shared_redis.url, webhook_secret=SECRET
+    )
+    server = ThreadedServer(create_app(settings)).start()
+    payload = b"x" * (60 * 1024 * 1024)
+    view = memoryview(payload)
+
+    def chunks() -> Iterator[bytes]:
+        for start in range(0, len(payload), 256 * 1024):
+            yield bytes(view[start : start + 256 * 1024])
+
+    stamp = str(int(time.time()))
+    headers = {
+        "content-type": "application/json",
+        "X-LDIMS-Timestamp": stamp,
+        "X-LDIMS-Signature": "sha256=" + "0" * 64,  # well-formed, wrong
+    }
+    process = psutil.Process()
+    samples: list[int] = []
+    done = threading.Event()
+
+    def sample() -> None:  # the peak, not what is left after each request
+        while not done.is_set():
+            samples.append(process.memory_info().rss)
+            time.sleep(0.01)
+
+    sampler = threading.Thread(target=sample)
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+            before = process.memory_info().rss
+            sampler.start()
+            for _ in range(4):
+                answer = http.post("/api/webhooks/ingest", content=chunks(), headers=headers)
+                assert answer.status_code == 401 and answer.json()["errorCode"] == "UNAUTHORIZED"
+            # Without the headers nothing is read at all: refused before the body.
+            bare = http.post("/api/webhooks/ingest", content=chunks())
+            assert bare.status_code == 401
+    finally:
+        done.set()
+        sampler.join()
+        server.stop()
+    grown = max(samples) - before
+    assert grown < 40 * 1024 * 1024, f"RSS grew by {grown >> 20} MiB"

@@ -1,0 +1,51 @@
+"""``ldims worker``: the index queue gets exactly one process, whatever the options."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ldims.settings import Settings
+from runtime.cli.main import cli, worker_argv
+
+
+def _concurrency(argv: list[str]) -> int:
+    return int(argv[argv.index("--concurrency") + 1])
+
+
+@pytest.mark.parametrize(
+    ("queues", "concurrency", "processes"),
+    [
+        ("extract,index", None, 1),  # the default: once two index processes
+        ("index", None, 1),
+        ("index", 1, 1),
+        ("index,extract", 1, 1),
+        ("extract", None, 3),  # LDIMS_EXTRACT_CONCURRENCY
+        ("extract", 5, 5),
+    ],
+)
+def test_the_index_queue_runs_one_process(
+    tmp_path: Path, queues: str, concurrency: int | None, processes: int
+) -> None:
+    settings = Settings(data_dir=tmp_path, extract_concurrency=3)
+    argv = worker_argv(settings, queues, concurrency, beat=False, hostname=None)
+    assert _concurrency(argv) == processes
+    assert argv[argv.index("--queues") + 1] == queues
+
+
+@pytest.mark.parametrize("queues", ["index", "extract,index", " index , extract"])
+def test_more_than_one_index_process_is_refused(tmp_path: Path, queues: str) -> None:
+    result = CliRunner().invoke(
+        cli,
+        ["worker", "--queues", queues, "--concurrency", "2"],
+        env={"LDIMS_DATA_DIR": str(tmp_path)},
+    )
+    assert result.exit_code == 2  # a usage error, before any worker starts
+    assert "one writer" in result.output
+
+
+def test_no_queue_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="at least one queue"):
+        worker_argv(Settings(data_dir=tmp_path), " , ", None, beat=False, hostname=None)
