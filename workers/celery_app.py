@@ -4,15 +4,23 @@ Tasks are acknowledged late and rejected back to the queue when their worker die
 killed worker loses nothing; every task is idempotent (keyed by document id + content
 hash), which makes a second delivery harmless. ``celery -A workers.celery_app`` (Flower)
 uses the module-level :data:`app`.
+
+Logging is ours, not Celery's: the worker, its pool children and the embedded beat write
+through :func:`ldims.logs.setup_logging`, and every line logged inside a task carries the
+task id.
 """
 
 from __future__ import annotations
 
+import logging
+from contextvars import Token
 from datetime import timedelta
+from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from kombu import Exchange, Queue
 
+from ldims.logs import request_id, setup_logging
 from ldims.settings import Settings, get_settings
 
 EXTRACT_QUEUE = "extract"
@@ -84,3 +92,42 @@ def make_celery(settings: Settings) -> Celery:
 
 
 app = make_celery(get_settings())
+
+
+@signals.setup_logging.connect
+def _log_our_way(loglevel: int, **_: Any) -> None:
+    """Our handler and format instead of Celery's (a receiver here makes Celery keep off).
+
+    Celery's own set-up would give its task loggers a handler of their own, in its own
+    format, without our request id.
+    """
+    setup_logging(loglevel)
+    logging.getLogger("celery.app.trace").addFilter(_not_an_expected_failure)
+
+
+def _not_an_expected_failure(record: logging.LogRecord) -> bool:
+    """Drop Celery's "raised expected" line: those tasks log their failure themselves.
+
+    ``workers.tasks.PipelineTask`` declares the document failures as ``throws``; recording
+    one logs a line with the document id and code. Celery's line would repeat it with the
+    error's message, which may name parts of the document.
+    """
+    # Celery hands its log context to handlers as ``extra={"data": ...}``.
+    data = getattr(record, "data", None)
+    return not (isinstance(data, dict) and data.get("description") == "raised expected")
+
+
+# The tokens of the ids bound by running tasks, so each task's end restores what was before.
+_bound: dict[str, Token[str | None]] = {}
+
+
+@signals.task_prerun.connect
+def _bind_task_id(task_id: str, **_: Any) -> None:
+    _bound[task_id] = request_id.set(task_id)
+
+
+@signals.task_postrun.connect
+def _unbind_task_id(task_id: str, **_: Any) -> None:
+    token = _bound.pop(task_id, None)
+    if token is not None:
+        request_id.reset(token)

@@ -8,6 +8,7 @@ twice, or one overtaken by a newer version or a delete, finds nothing to do.
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
 import logging
 import threading
@@ -115,7 +116,12 @@ def heartbeat(rt: Runtime, document_id: str, sha256: str) -> Iterator[None]:
             except Exception:  # a missed beat only risks a harmless duplicate
                 log.warning("heartbeat for %s failed", document_id, exc_info=True)
 
-    thread = threading.Thread(target=beat, name=f"heartbeat-{document_id}", daemon=True)
+    # A new thread starts with empty context variables: run it in a copy of ours, so its
+    # warnings carry the task id like the task's own lines.
+    context = contextvars.copy_context()
+    thread = threading.Thread(
+        target=context.run, args=(beat,), name=f"heartbeat-{document_id}", daemon=True
+    )
     thread.start()
     try:
         yield
@@ -145,14 +151,15 @@ def run_extract(
             log.info("extract %s: duplicate delivery, a live worker holds it", document_id)
             return False
         if first_delivery and document.attempts >= rt.settings.max_attempts:
-            repository.fail(
+            if repository.fail(
                 session,
                 document_id,
                 sha256,
                 "WORKER_LOST",
                 f"Processing was interrupted {document.attempts} times (worker killed, out of "
                 "memory or over the hard time limit); giving up.",
-            )
+            ):
+                log.warning("document %s failed: %s", document_id, "WORKER_LOST")
             return False
         if first_delivery:
             repository.start_processing(session, document_id, sha256)

@@ -3,6 +3,10 @@
 Transient errors are retried with exponential backoff and jitter; a permanent error, or a
 transient one that outlived its retries, ends the document ``failed`` with its code
 (:meth:`PipelineTask.on_failure`). Time limits come from settings.
+
+A document failure is logged as one line, ``document <id> failed: <CODE>`` (by
+:func:`workers.pipeline.record_failure`); only an unexpected exception (``INTERNAL_ERROR``)
+also gets Celery's traceback.
 """
 
 from __future__ import annotations
@@ -45,6 +49,10 @@ def failure_of(exc: BaseException) -> tuple[str, str]:
 
 class PipelineTask(Task):  # type: ignore[misc]
     """Records the failure on the document when a task gives up."""
+
+    # Failures of the document, not of our code: Celery logs them without a traceback (and
+    # ``workers.celery_app`` drops even that line); the record_failure line names them.
+    throws = (ProcessingError, SoftTimeLimitExceeded)
 
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
