@@ -9,6 +9,7 @@ from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.mcp import build_mcp_server, mcp_http_routes
+from api.request_ids import RequestIds
 from api.routes import documents, health, search, webhooks
 from ldims import __version__
 from ldims.services import Services
@@ -40,4 +41,5 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
     # It goes first: matching a request against every API route before it cost each MCP call
     # a tenth of the server's time (measured).
     app.router.routes[0:0] = mcp_http_routes(mcp_server)
+    app.add_middleware(RequestIds)
     return app

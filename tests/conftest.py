@@ -161,11 +161,19 @@ def settings_env(settings: Settings) -> dict[str, str]:
 class Worker:
     """A real ``ldims worker`` process (its own process group, so kill -9 takes it whole)."""
 
-    def __init__(self, settings: Settings, queues: str, log_path: Path, beat: bool = False) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        queues: str,
+        log_path: Path,
+        beat: bool = False,
+        log_level: str = "WARNING",
+    ) -> None:
         self.settings = settings
         self.queues = queues
         self.beat = beat
         self.log_path = log_path
+        self.log_level = log_level
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> Worker:
@@ -184,7 +192,7 @@ class Worker:
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(
                 command,
-                env=settings_env(self.settings),
+                env=settings_env(self.settings) | {"LOG_LEVEL": self.log_level},
                 stdout=log,
                 stderr=log,
                 cwd=ROOT,

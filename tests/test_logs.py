@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,13 +20,11 @@ from mcp.client.streamable_http import streamable_http_client
 from ldims.logs import QUIET_BELOW_WARNING, RequestIdFilter, bound_request_id, setup_logging
 from tests.conftest import (
     DOCS,
-    ROOT,
     ApiServer,
     RedisServer,
     Stack,
     Worker,
     make_settings,
-    settings_env,
     wait_until,
 )
 
@@ -212,34 +208,18 @@ def test_a_failed_document_is_one_warning_line_with_its_id_and_code(stack: Stack
     assert "Traceback" not in text and "raised" not in text
 
 
-class InfoWorker(Worker):
-    """conftest's worker at LOG_LEVEL=INFO (the fixtures' workers log at WARNING)."""
-
-    def start(self) -> InfoWorker:
-        command = [sys.executable, "-m", "ldims.cli.main", "worker", "--queues", self.queues]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                [*command, "--concurrency", "1"],
-                env=settings_env(self.settings) | {"LOG_LEVEL": "INFO"},
-                stdout=log,
-                stderr=log,
-                cwd=ROOT,
-                start_new_session=True,
-            )
-        return self
-
-
 @pytest.fixture
-def info_worker(stack: Stack, tmp_path: Path) -> Iterator[InfoWorker]:
+def info_worker(stack: Stack, tmp_path: Path) -> Iterator[Worker]:
     """The stack's extract worker replaced by one logging at INFO."""
     stack.extract_worker.stop()
-    worker = InfoWorker(stack.settings, "extract", tmp_path / "extract-info.log").start()
+    log_path = tmp_path / "extract-info.log"
+    worker = Worker(stack.settings, "extract", log_path, log_level="INFO").start()
     yield worker
     worker.stop()
 
 
 def test_at_info_every_task_line_carries_the_task_id_and_a_failure_stays_one_line(
-    stack: Stack, info_worker: InfoWorker
+    stack: Stack, info_worker: Worker
 ) -> None:
     failed = stack.upload("password.pdf", (DOCS / "unstructured__password.pdf").read_bytes())
     done = stack.upload("fine.txt", b"An ordinary text file.")
