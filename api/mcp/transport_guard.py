@@ -1,0 +1,189 @@
+"""The gate in front of ``/mcp``: one exact Host, an exact Origin (or none), and POST only.
+
+Why not the SDK's ``TransportSecuritySettings`` alone: it compares Host and Origin as string
+prefixes. With the allow-list entries ``127.0.0.1:*`` and ``http://127.0.0.1:*`` it lets
+``Host: 127.0.0.1:8200, evil.com`` and ``Origin: http://127.0.0.1:8200@evil.com`` through, so
+a page on evil.com could reach a local server. Here each header is parsed as one value, strictly
+(``host[:port]`` and ``scheme://host[:port]``, nothing else), and the parts are compared with
+allow-list entries parsed the same way. Entries: ``name`` (no port given), ``name:8000``,
+``name:*`` (any explicit port, as the SDK reads it, so its check stays a weaker second layer);
+hostnames are compared lowercased and IPv6 literals in brackets, normalised (``[::1]:*``).
+
+Why only POST: ``/mcp`` is stateless with JSON responses, yet the SDK answers ``GET`` with an SSE
+stream that never ends (a ping every 15 s) to anyone: a thousand of them held a thousand
+descriptors and 70 MB. The stateless spec server answers 405, and so do we, before the SDK sees
+the request, for every method but POST: ``DELETE`` (no session to delete), ``OPTIONS`` (no CORS
+is offered, so a browser's preflight fails, as it should), ``HEAD``, ``PUT`` ….
+
+Order: Host (421, the SDK's status), then Origin (403), then the method (405, ``Allow: POST``),
+all in LDIMS's error body. Offending values are echoed cut to 100 characters and logged only at
+DEBUG (an attacker chooses them). Lifespan and other non-HTTP scopes pass through untouched.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ldims.errors import Forbidden, InvalidInput, LdimsError
+
+log = logging.getLogger(__name__)
+
+MISDIRECTED = 421  # what the SDK answers to a bad Host; clients may already expect it
+ECHO_LIMIT = 100
+# A DNS name or IPv4 address (labels of letters, digits, "-" and "_"), or an IPv6 literal.
+_HOST = r"(?P<host>[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\])"
+_PORT = r"(?::(?P<port>[0-9]{1,5}|\*))?"
+_HOST_RE = re.compile(_HOST + _PORT)
+_ORIGIN_RE = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*)://" + _HOST + _PORT)
+ANY_PORT = "*"
+
+
+@dataclass(frozen=True)
+class Authority:
+    """A parsed Host or Origin (``scheme`` is empty for Host); ``port`` None when not given."""
+
+    scheme: str
+    host: str
+    port: int | str | None  # an int, None, or ANY_PORT in an allow-list entry
+
+    def allows(self, other: Authority) -> bool:
+        """Whether this allow-list entry admits the header value ``other``."""
+        if (self.scheme, self.host) != (other.scheme, other.host):
+            return False
+        if self.port == ANY_PORT:
+            return other.port is not None
+        return self.port == other.port
+
+
+def parse_host(value: str, *, entry: bool = False) -> Authority | None:
+    """``host[:port]`` as an :class:`Authority`, or None when it is anything else."""
+    return _parse(_HOST_RE, value, entry)
+
+
+def parse_origin(value: str, *, entry: bool = False) -> Authority | None:
+    """``scheme://host[:port]`` (no path, userinfo or list) as an :class:`Authority`, or None."""
+    return _parse(_ORIGIN_RE, value, entry)
+
+
+def _parse(pattern: re.Pattern[str], value: str, entry: bool) -> Authority | None:
+    # ASCII first: str.lower() maps some non-ASCII letters to ASCII ones.
+    match = pattern.fullmatch(value.lower()) if value.isascii() else None
+    if match is None:
+        return None
+    scheme, host, port = match.groupdict().get("scheme", ""), match["host"], match["port"]
+    if host.startswith("["):
+        try:
+            host = f"[{ipaddress.IPv6Address(host[1:-1]).compressed}]"
+        except ValueError:
+            return None
+    if port is None or (port == ANY_PORT and entry):
+        return Authority(scheme, host, port)
+    # Digits only, no leading zero: "0080" would be a second spelling of one port.
+    if port == ANY_PORT or port.startswith("0") or int(port) > 65535:
+        return None
+    return Authority(scheme, host, int(port))
+
+
+def _entries(
+    values: Iterable[str], parse: Callable[..., Authority | None], what: str
+) -> list[Authority]:
+    entries = []
+    for value in values:
+        parsed = parse(value, entry=True)
+        if parsed is None:
+            raise ValueError(f"not a valid allowed {what}: {value[:ECHO_LIMIT]!r}")
+        entries.append(parsed)
+    return entries
+
+
+def _echo(value: str) -> str:
+    return value if len(value) <= ECHO_LIMIT else value[:ECHO_LIMIT] + "…"
+
+
+class TransportGuard:
+    """ASGI wrapper of the ``/mcp`` endpoint: strict Host/Origin allow-lists, POST only.
+
+    ``allowed_hosts`` / ``allowed_origins`` take the entries described in the module docstring;
+    a malformed entry raises ``ValueError`` here, at start-up. Answers: 421 bad or unlisted
+    Host, 403 bad or unlisted Origin (no Origin passes: non-browser clients send none), 405
+    with ``Allow: POST`` for any other method; everything else reaches ``app``.
+    """
+
+    def __init__(
+        self, app: ASGIApp, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]
+    ) -> None:
+        self.app = app
+        self.allowed_hosts = _entries(allowed_hosts, parse_host, "host")
+        self.allowed_origins = _entries(allowed_origins, parse_origin, "origin")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self.refusal(scope)
+        if refusal is None:
+            await self.app(scope, receive, send)
+            return
+        status, error = refusal
+        headers = {"Allow": "POST"} if status == 405 else None
+        await JSONResponse(error.body(), status_code=status, headers=headers)(scope, receive, send)
+
+    def refusal(self, scope: Scope) -> tuple[int, LdimsError] | None:
+        """The status and error that refuse this request, or None to let it through."""
+        hosts = _header(scope, b"host")
+        host = parse_host(hosts[0]) if len(hosts) == 1 else None
+        if host is None or not any(entry.allows(host) for entry in self.allowed_hosts):
+            return MISDIRECTED, _refused("Host", hosts, host is None)
+        origins = _header(scope, b"origin")
+        if origins:
+            origin = parse_origin(origins[0]) if len(origins) == 1 else None
+            if origin is None or not any(entry.allows(origin) for entry in self.allowed_origins):
+                return 403, _refused("Origin", origins, origin is None)
+        method = scope["method"]
+        if method != "POST":
+            message = (
+                "Method not allowed: /mcp is stateless with JSON responses and answers POST "
+                "only (no SSE stream to GET, no session to DELETE)."
+            )
+            return 405, InvalidInput(message, method=_echo(method), allowed=["POST"])
+        return None
+
+
+def _header(scope: Scope, name: bytes) -> list[str]:
+    # Every occurrence: two Host headers are refused, not resolved to the first or the last.
+    return [value.decode("latin-1") for key, value in scope["headers"] if key.lower() == name]
+
+
+def _refused(header: str, values: list[str], malformed: bool) -> Forbidden:
+    if not values:
+        reason = "missing"
+    elif len(values) > 1:
+        reason = "repeated"
+    else:
+        reason = "malformed" if malformed else "not allowed"
+    log.debug("/mcp refused: %s header %s (%r)", header, reason, [_echo(v) for v in values][:2])
+    details: dict[str, object] = {"header": header, "reason": reason}
+    if len(values) == 1:
+        details["received"] = _echo(values[0])
+    setting = f"LDIMS_MCP_ALLOWED_{header.upper()}S"
+    message = f"The {header} header is {reason}: /mcp accepts only the names in {setting}."
+    return Forbidden(message, **details)
+
+
+def guard_route(
+    route: Route, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]
+) -> Route:
+    """``route`` (the SDK's ``/mcp`` route) with its endpoint behind a :class:`TransportGuard`."""
+    guard = TransportGuard(route.endpoint, allowed_hosts, allowed_origins)
+    return Route(route.path, endpoint=guard, name=route.name)
+
+
+__all__ = ["Authority", "TransportGuard", "guard_route", "parse_host", "parse_origin"]
