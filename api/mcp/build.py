@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, Route
 
 from api.mcp.server import LdimsMCP, transport_security
 from api.mcp.toolset import Toolset
 from api.mcp.toolsets import REGISTRY
+from api.mcp.transport_guard import guard_route
 from ldims.caller import Caller
 from ldims.services import Services
 from ldims.settings import Settings
@@ -43,11 +44,17 @@ def build_mcp_server(
 
 
 def mcp_http_routes(server: LdimsMCP) -> list[BaseRoute]:
-    """Streamable HTTP at ``/mcp``: stateless, JSON responses, Host/Origin checks on."""
+    """Streamable HTTP at ``/mcp``: stateless, JSON responses, POST only, Host/Origin checked
+    strictly (:mod:`api.mcp.transport_guard`) and again by the SDK."""
+    settings = server.services.settings
     app = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
         json_response=True,
-        transport_security=transport_security(server.services.settings),
+        transport_security=transport_security(settings),
     )
-    return list(app.routes)
+    hosts, origins = settings.mcp_allowed_hosts, settings.mcp_allowed_origins
+    return [
+        guard_route(route, hosts, origins) if isinstance(route, Route) else route
+        for route in app.routes
+    ]
