@@ -7,7 +7,7 @@ What it measures
    error. The guided sessions live there (``ldims.guide.sessions``).
 
 2. **The server, in its own process** (so that the clients do not share its GIL):
-   ``python bench/guide.py --serve`` builds the real app with ``api.create_app(settings)`` on a
+   ``python bench/guide.py --serve`` builds the real app with ``runtime.create_app(settings)`` on a
    temporary data dir, ``redis_url`` (``LDIMS_REDIS_URL``) set to that Redis and every other
    setting at its default (so the ``guide`` toolset serves the shipped trees of
    ``ldims/guide/trees``), registers one more tool on ``app.state.mcp``: ``echo(text) ->

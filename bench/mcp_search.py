@@ -17,7 +17,7 @@ What it measures
    ``random.Random(--seed)``, so the filters have something to select.
 
 2. **The server, in its own process** (so that the clients do not share its GIL):
-   ``python bench/mcp_search.py --serve`` builds the real app with ``api.create_app(settings)``
+   ``python bench/mcp_search.py --serve`` builds the real app with ``runtime.create_app(settings)``
    on that data dir, registers one more tool on ``app.state.mcp`` (the same ``LdimsMCP``):
    ``echo(text) -> text``, an ``async`` tool that does nothing, and runs it under uvicorn on a
    free port of 127.0.0.1 (``log_level=warning``). ``/mcp`` is LDIMS's own Streamable HTTP app

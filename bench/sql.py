@@ -10,7 +10,7 @@ What it measures
    (``DROP DATABASE … WITH (FORCE)``), also after an error.
 
 2. **The server, in its own process** (so that the clients do not share its GIL):
-   ``python bench/sql.py --serve`` builds the real app with ``api.create_app(settings)`` with
+   ``python bench/sql.py --serve`` builds the real app with ``runtime.create_app(settings)`` with
    ``sql_url`` set to that database (so the ``sql`` toolset is on; every ``sql_*`` setting at
    its default unless ``--pool-size`` is given) on a temporary data dir, under uvicorn on a free
    port of 127.0.0.1 (``log_level=warning``).

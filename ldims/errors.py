@@ -5,7 +5,7 @@
     LdimsError                       code, message, details, http_status
     ├── InvalidInput        400      INVALID_INPUT     a request field is wrong (details name it)
     ├── Unauthorized        401      UNAUTHORIZED      missing/bad API key or webhook signature
-    ├── Forbidden           403      FORBIDDEN         the resource belongs to another tenant
+    ├── Forbidden           403      FORBIDDEN         another tenant's resource, or no key
     ├── NotFound            404      RESOURCE_NOT_FOUND
     ├── ContentUnavailable  409      CONTENT_UNAVAILABLE_OR_FAILED   the document failed
     ├── StillProcessing     202      PROCESSING        queued/processing: retry later
@@ -19,8 +19,11 @@
         ├── PermanentError           ends the document ``failed`` with its code
         └── TransientError           retried with backoff, then ``failed``
 
-REST turns an ``LdimsError`` into the seed's JSON body in ``api.errors``; MCP tools raise
-``ToolError`` with the same code; workers catch ``ProcessingError`` in ``workers.pipeline``.
+Each boundary maps them once: REST turns an ``LdimsError`` into the seed's JSON body and
+status in ``api.errors``; the MCP server (``api.mcp.server``) turns one raised by a tool into
+an ``isError`` result carrying the same body, and one raised by a resource read into a
+JSON-RPC error whose code the toolset declares; workers catch ``ProcessingError`` in
+``workers.pipeline``.
 """
 
 from __future__ import annotations

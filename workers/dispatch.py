@@ -1,8 +1,9 @@
 """Publishing pipeline tasks from the API (or any producer) without importing them.
 
-Tasks are sent by name, so the API process never loads extractors or the index. When
-Redis cannot take a message the caller gets ``ServiceUnavailable`` (REST: 503
-``SERVER_ERROR``); the connection pools reconnect by themselves once Redis is back.
+Tasks are sent by name, so a producer (the documents core in the API, the CLI) never loads
+the extractors or the index writer for them. When Redis cannot take a message the caller gets
+``ServiceUnavailable`` (REST: 503 ``SERVER_ERROR``); the connection pools reconnect by
+themselves once Redis is back.
 """
 
 from __future__ import annotations

@@ -1,1 +1,1 @@
-"""REST routers (thin: they parse, call :mod:`api.ingestion`, and shape the answer)."""
+"""REST routers (thin: they resolve the caller, call the documents core and shape the answer)."""
