@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp.server.mcpserver import MCPServer
+from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse
@@ -269,17 +270,25 @@ INITIALIZE = {
 }
 
 
+# Without the guard the GET below never ends (the SDK streams pings): fail in seconds, not 300.
+@pytest.mark.timeout(20)
 def test_in_front_of_the_sdks_streamable_http_route() -> None:
     server = MCPServer("guarded")
-    sdk_app = server.streamable_http_app(stateless_http=True, json_response=True)
+    # As api.mcp builds it: the SDK's own (prefix) check stays on as a second layer.
+    security = TransportSecuritySettings(allowed_hosts=HOSTS, allowed_origins=ORIGINS)
+    sdk_app = server.streamable_http_app(
+        stateless_http=True, json_response=True, transport_security=security
+    )
     routes = [guard_route(route, HOSTS, ORIGINS) for route in sdk_app.routes]
     app = Starlette(routes=routes, lifespan=lambda _app: server.session_manager.run())
     accept = {"Accept": "application/json, text/event-stream"}
     with TestClient(app, base_url="http://127.0.0.1:8000") as client:
-        ok = client.post("/mcp", json=INITIALIZE, headers=accept)
+        origin = {**accept, "Origin": "http://localhost:3000"}
+        ok = client.post("/mcp", json=INITIALIZE, headers=origin)
         assert ok.status_code == 200 and ok.json()["result"]["protocolVersion"] == "2025-06-18"
-        # Without the guard the SDK answers this GET with an SSE stream that never ends.
         stream = client.get("/mcp", headers={"Accept": "text/event-stream"})
         assert stream.status_code == 405 and stream.headers["allow"] == "POST"
         foreign = {**accept, "Origin": "http://127.0.0.1:8200@evil.com"}
-        assert client.post("/mcp", json=INITIALIZE, headers=foreign).status_code == 403
+        refused = client.post("/mcp", json=INITIALIZE, headers=foreign)
+        # The SDK's prefix match lets this Origin through: the 403 is the guard's.
+        assert refused.status_code == 403 and refused.json()["errorCode"] == "FORBIDDEN"
