@@ -2,10 +2,11 @@
 
 Public surface: :class:`DocumentIndex`, the value types it takes and returns, and the schema
 version. Writers go through ``replace_document`` / ``delete_documents`` / ``batch``; readers
-through ``search`` and the small read helpers.
+through ``search`` (bounded by :class:`SearchLimits`) and the small read helpers.
 """
 
 from indexer.analysis import warm_up
+from indexer.budget import SearchLimits
 from indexer.deadline import SearchOverdue
 from indexer.model import (
     Chunk,
@@ -33,6 +34,7 @@ __all__ = [
     "IndexedDocument",
     "QueryUnprocessable",
     "SearchHit",
+    "SearchLimits",
     "SearchMode",
     "SearchRequest",
     "SearchOverdue",

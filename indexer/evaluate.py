@@ -13,10 +13,19 @@ matchers and joins the arrays from there.
 
 Chunks are numbered as the searcher numbers them (segment offset + local number); an allowed
 set is a boolean mask over those numbers, with deleted chunks never allowed.
+
+What the searches of one commit share (per-chunk columns, filter masks, scored terms, term
+frequencies) lives in its :class:`CommitCaches`, used by several threads at once, each through
+a :class:`Snapshot` of its own searcher (a Whoosh searcher must not be used by two threads: its
+readers share file positions). A value is computed outside any lock and put in under the
+caches' lock unless another search put it in first; evicting and counting happen under it too.
+Lookups take no lock (one dictionary ``get`` or attribute read is atomic) and find only
+complete values.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -32,10 +41,12 @@ from indexer.scoring import K1, B
 # A sparse result: sorted unique chunk numbers and their scores.
 Scored = tuple[np.ndarray, np.ndarray]
 _EMPTY: Scored = (np.zeros(0, np.int64), np.zeros(0, np.float64))
-# Filter masks a searcher keeps: one byte a chunk each, 64 MiB in all.
+# Filter masks a commit keeps: one byte a chunk each, 64 MiB in all.
 _MASK_BYTES = 64 * 2**20
-# Scored postings a searcher keeps (16 bytes each) before its term cache starts again.
+# Scored postings a commit keeps (16 bytes each) before its term cache starts again.
 _MAX_SCORED_POSTINGS = 2_000_000
+# Document frequencies a commit keeps (for the cost estimate of a query) before starting again.
+_MAX_FREQUENCIES = 100_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
 # rather than walked over all its matches (one skip costs about three steps of a walk).
 _STEP_COST = 3
@@ -54,32 +65,74 @@ class _Leaf:
     arrays: SegmentArrays
 
 
-class Snapshot:
-    """What the searches of one searcher (one commit of the index) share."""
+class CommitCaches:
+    """What the searches of one commit of the index share, whichever searcher runs them."""
 
     def __init__(self, searcher: Searcher, store: PostingStore) -> None:
+        self.store = store
+        readers = [(_segment_id(sub), sub.reader()) for sub, _ in searcher.leaf_searchers()]
+        self.arrays = store.segments(readers)
+        self.size = searcher.doc_count_all()
+        self._lock = threading.Lock()  # guards changes to the tables below and the count
+        self.terms: dict[tuple[str, bytes], Scored] = {}
+        self.scored_postings = 0
+        self.frequencies: dict[tuple[str, bytes], int] = {}
+        self.alive: np.ndarray | None = None
+        self.documents: np.ndarray | None = None
+        self.days: np.ndarray | None = None
+        # Filter masks (a term's, or a whole filter's), as many as fit the byte bound.
+        self.masks: dict[Any, np.ndarray] = {}
+        self.max_masks = max(8, _MASK_BYTES // max(self.size, 1))
+
+    def keep_mask(self, key: Any, mask: np.ndarray) -> np.ndarray:
+        """``mask`` kept under ``key``, or the one another search kept first (a long-lived
+        commit starts over past the byte bound rather than grow)."""
+        with self._lock:
+            if key not in self.masks and len(self.masks) >= self.max_masks:
+                self.masks.clear()
+            return self.masks.setdefault(key, mask)
+
+    def keep_scores(self, key: tuple[str, bytes], found: Scored) -> Scored:
+        with self._lock:
+            held = self.terms.get(key)
+            if held is not None:
+                return held
+            if self.scored_postings + len(found[0]) > _MAX_SCORED_POSTINGS:
+                self.terms.clear()  # a long-lived commit must not grow without bound
+                self.scored_postings = 0
+            self.terms[key] = found
+            self.scored_postings += len(found[0])
+        return found
+
+    def keep_frequency(self, key: tuple[str, bytes], frequency: int) -> None:
+        with self._lock:
+            if len(self.frequencies) >= _MAX_FREQUENCIES:
+                self.frequencies.clear()
+            self.frequencies[key] = frequency
+
+
+class Snapshot:
+    """One searcher's view of its commit: its segments' searchers over the shared caches."""
+
+    def __init__(
+        self, searcher: Searcher, store: PostingStore, caches: CommitCaches | None = None
+    ) -> None:
         self.searcher = searcher
         self.store = store
-        leaves = searcher.leaf_searchers()
-        readers = [(_segment_id(sub), sub.reader()) for sub, _ in leaves]
-        arrays = store.segments(readers)
+        # Searchers of one commit list the same segments in the same order.
+        self.caches = caches = caches if caches is not None else CommitCaches(searcher, store)
         self.leaves = [
-            _Leaf(sub, offset, held) for (sub, offset), held in zip(leaves, arrays, strict=True)
+            _Leaf(sub, offset, held)
+            for (sub, offset), held in zip(searcher.leaf_searchers(), caches.arrays, strict=True)
         ]
-        self.size = searcher.doc_count_all()
-        self._terms: dict[tuple[str, bytes], Scored] = {}
-        self._scored_postings = 0
-        self._alive: np.ndarray | None = None
-        self._documents: np.ndarray | None = None
-        self._days: np.ndarray | None = None
-        # Filter masks (a term's, or a whole filter's), as many as fit the byte bound.
-        self._masks: dict[Any, np.ndarray] = {}
-        self._max_masks = max(8, _MASK_BYTES // max(self.size, 1))
+        self.size = caches.size
 
     # --- per-chunk columns of the whole index -----------------------------------------------
+    # Two searches may both compute a column: the values are equal, and either is kept whole.
     def alive(self) -> np.ndarray:
         """Mask of the chunks not deleted."""
-        if self._alive is None:
+        alive = self.caches.alive
+        if alive is None:
             alive = np.ones(self.size, dtype=bool)
             for leaf in self.leaves:
                 check()
@@ -87,28 +140,27 @@ class Snapshot:
                 if reader.has_deletions():
                     deleted = np.fromiter(reader.segment().deleted_docs(), dtype=np.int64)
                     alive[deleted + leaf.offset] = False
-            self._alive = alive
-        return self._alive
+            self.caches.alive = alive
+        return alive
 
     def documents(self) -> np.ndarray:
         """Document ordinal of each chunk (``store.document_ids[ordinal]`` is its id)."""
-        if self._documents is None:
-            self._documents = self._concatenate(self.store.documents, np.int32)
-        return self._documents
+        documents = self.caches.documents
+        if documents is None:
+            documents = self.caches.documents = self._concatenate(self.store.documents, np.int32)
+        return documents
 
     def days(self) -> np.ndarray:
-        if self._days is None:
-            self._days = self._concatenate(self.store.days, np.int64)
-        return self._days
+        days = self.caches.days
+        if days is None:
+            days = self.caches.days = self._concatenate(self.store.days, np.int64)
+        return days
 
     def mask(self, key: Any, make: Callable[[], np.ndarray]) -> np.ndarray:
-        """The mask cached under ``key``, made by ``make()`` the first time (a long-lived
-        searcher starts over past the byte bound rather than grow)."""
-        found = self._masks.get(key)
+        """The mask cached under ``key``, made by ``make()`` the first time."""
+        found = self.caches.masks.get(key)
         if found is None:
-            if len(self._masks) >= self._max_masks:
-                self._masks.clear()
-            found = self._masks[key] = make()
+            found = self.caches.keep_mask(key, make())
         return found
 
     def term_mask(self, fieldname: str, value: str) -> np.ndarray:
@@ -124,6 +176,29 @@ class Snapshot:
             mask[ids.astype(np.int64) + leaf.offset] = True
         return mask
 
+    def frequency(self, fieldname: str, text: str | bytes) -> int:
+        """Chunks holding a term (deleted ones included, as Whoosh counts), kept per commit."""
+        key = self.term_key(fieldname, text)
+        if key is None:
+            return 0
+        found = self.caches.frequencies.get(key)
+        if found is None:
+            found = self.searcher.doc_frequency(*key)
+            self.caches.keep_frequency(key, found)
+        return found
+
+    def term_key(self, fieldname: str, text: str | bytes) -> tuple[str, bytes] | None:
+        """(field, term bytes) as the index holds it; None when the schema has no such term."""
+        schema = self.searcher.schema
+        if fieldname not in schema:
+            return None
+        if isinstance(text, bytes):
+            return fieldname, text
+        try:
+            return fieldname, schema[fieldname].to_bytes(text)
+        except ValueError:
+            return None
+
     def _concatenate(self, column: Any, dtype: type) -> np.ndarray:
         if not self.leaves:
             return np.zeros(0, dtype=dtype)
@@ -133,7 +208,8 @@ class Snapshot:
 
     # --- scoring ---------------------------------------------------------------------------
     def evaluate(self, parsed: Query, allowed: np.ndarray) -> Scored:
-        """The allowed chunks matching ``parsed`` and their scores."""
+        """The allowed chunks matching ``parsed`` and their scores (the kinds scored from
+        arrays are those :func:`scored_by_arrays` names)."""
         kind = type(parsed)
         if kind is Term:
             return self._term(parsed, allowed)
@@ -150,22 +226,12 @@ class Snapshot:
 
     def _term_scores(self, term: Term) -> Scored:
         """Every chunk holding the term, with its BM25F score (unboosted)."""
-        schema = self.searcher.schema
-        if term.fieldname not in schema:
+        key = self.term_key(term.fieldname, term.text)
+        if key is None:
             return _EMPTY
-        try:
-            text = schema[term.fieldname].to_bytes(term.text)
-        except ValueError:
-            return _EMPTY
-        key = (term.fieldname, text)
-        found = self._terms.get(key)
+        found = self.caches.terms.get(key)
         if found is None:
-            found = self._read_term(term.fieldname, text)
-            if self._scored_postings + len(found[0]) > _MAX_SCORED_POSTINGS:
-                self._terms.clear()  # a long-lived searcher must not grow without bound
-                self._scored_postings = 0
-            self._terms[key] = found
-            self._scored_postings += len(found[0])
+            found = self.caches.keep_scores(key, self._read_term(*key))
         return found
 
     def _read_term(self, fieldname: str, text: bytes) -> Scored:
@@ -225,8 +291,7 @@ class Snapshot:
         # Only a phrase's matcher can be moved to chosen chunks and scored there; others (an
         # ANDMAYBE scores its optional side where that side stands) are walked whole.
         stand_on_allowed = type(parsed) is Phrase and len(allowed_ids) < _STEP_COST * sum(
-            self.searcher.doc_frequency(fieldname, text)
-            for fieldname, text in parsed.iter_all_terms()
+            self.frequency(fieldname, text) for fieldname, text in parsed.iter_all_terms()
         )
         # The searcher's term matchers look at the deadline as Whoosh steps them.
         for leaf in self.leaves:
@@ -257,6 +322,13 @@ def _flatten(
     else:
         ids, scores = snapshot.evaluate(parsed, allowed)
         parts.append((ids, scores * boost))
+
+
+def scored_by_arrays(parsed: Query) -> bool:
+    """Whether :meth:`Snapshot.evaluate` scores this node from posting arrays (a term, a plain
+    OR, an AND) rather than by stepping Whoosh's matchers through its postings."""
+    kind = type(parsed)
+    return kind is Term or kind is And or (kind is Or and _plain_or(parsed))
 
 
 def _plain_or(parsed: Or) -> bool:

@@ -28,7 +28,8 @@ class SearcherBusy(Exception):
 
 
 class QueryUnprocessable(Exception):
-    """The query has nothing searchable in it (empty, only punctuation or stop words, too long)."""
+    """The query has nothing searchable in it (empty, only punctuation or stop words, too long),
+    or would cost more than the index's :class:`~indexer.budget.SearchLimits` allow."""
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,17 @@ of 128 chunks) instead of one Python call per posting through the matcher API, w
 most of the time of a search over common words. That uses attributes of whoosh3's
 ``W3LeafMatcher`` that are not public; any other matcher (inlined single postings, another
 codec) is read through the public API, and a test checks both ways agree.
+
+Searches of several threads share one store. A value is read outside any lock (by the calling
+search, with its own searcher's reader) and put in under the store's lock, unless another
+search put it in first: the lock guards the dictionaries' changes, the walks over them and the
+count of postings held, never a file read. Lookups take no lock: one dictionary ``get`` is
+atomic, and what it finds is complete.
 """
 
 from __future__ import annotations
 
+import threading
 from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -47,6 +54,9 @@ class SegmentArrays:
     documents: np.ndarray | None = None
     # the created_day column of each chunk
     days: np.ndarray | None = None
+    # No longer in the index's latest commit (a merge replaced it): searches of an older
+    # commit still read it, but what they read is not kept (it would be held uncounted).
+    retired: bool = False
 
 
 class PostingStore:
@@ -54,6 +64,7 @@ class PostingStore:
 
     def __init__(self, max_postings: int = MAX_CACHED_POSTINGS) -> None:
         self.max_postings = max_postings
+        self._lock = threading.Lock()
         self._segments: dict[str, SegmentArrays] = {}
         self._cached_postings = 0
         # Document ids get small integer ordinals so a chunk's document is an array lookup.
@@ -61,18 +72,21 @@ class PostingStore:
         self._ordinals: dict[str, int] = {}
 
     def segments(self, readers: Iterable[tuple[str, IndexReader]]) -> list[SegmentArrays]:
-        """The arrays of these (segment id, reader) pairs; segments no longer listed are
-        forgotten (a merge replaced them)."""
-        current = {}
-        for segment_id, reader in readers:
-            arrays = self._segments.get(segment_id)
-            if arrays is None:
-                arrays = SegmentArrays(size=reader.doc_count_all())
-            current[segment_id] = arrays
-        dropped = [arrays for key, arrays in self._segments.items() if key not in current]
-        self._cached_postings -= sum(_postings_held(arrays) for arrays in dropped)
-        self._segments = current
-        return list(current.values())
+        """The arrays of these (segment id, reader) pairs, the segments of a new commit; segments
+        no longer listed are forgotten (a merge replaced them)."""
+        with self._lock:
+            current = {}
+            for segment_id, reader in readers:
+                arrays = self._segments.get(segment_id)
+                if arrays is None:
+                    arrays = SegmentArrays(size=reader.doc_count_all())
+                current[segment_id] = arrays
+            for key, arrays in self._segments.items():
+                if key not in current:
+                    arrays.retired = True
+                    self._cached_postings -= _postings_held(arrays)
+            self._segments = current
+            return list(current.values())
 
     def term(
         self, arrays: SegmentArrays, reader: IndexReader, fieldname: str, text: bytes
@@ -80,12 +94,19 @@ class PostingStore:
         """(chunk numbers, term frequencies) of a term in one segment."""
         key = (fieldname, text)
         found = arrays.terms.get(key)
-        if found is None:
-            found = read_postings(reader, fieldname, text)
+        if found is not None:
+            return found
+        found = read_postings(reader, fieldname, text)
+        with self._lock:
+            if arrays.retired:
+                return found
+            held = arrays.terms.get(key)
+            if held is not None:  # another search read it meanwhile: one copy is kept
+                return held
             if self._cached_postings + len(found[0]) > self.max_postings:
                 # Past the bound every segment starts over: simpler than an LRU, and rare.
-                for held in self._segments.values():
-                    held.terms.clear()
+                for segment in self._segments.values():
+                    segment.terms.clear()
                 self._cached_postings = 0
             arrays.terms[key] = found
             self._cached_postings += len(found[0])
@@ -109,14 +130,14 @@ class PostingStore:
 
     def documents(self, arrays: SegmentArrays, reader: IndexReader) -> np.ndarray:
         if arrays.documents is None:
-            arrays.documents = np.fromiter(
-                (
-                    self._ordinal(value)
-                    for value in checked(_column(reader, "document_id", arrays.size))
-                ),
-                dtype=np.int32,
-                count=arrays.size,
-            )
+            values = list(checked(_column(reader, "document_id", arrays.size)))
+            with self._lock:  # one ordinal per document id, whichever search asks first
+                if arrays.documents is None:
+                    arrays.documents = np.fromiter(
+                        (self._ordinal(value) for value in values),
+                        dtype=np.int32,
+                        count=arrays.size,
+                    )
         return arrays.documents
 
     def days(self, arrays: SegmentArrays, reader: IndexReader) -> np.ndarray:
@@ -129,6 +150,7 @@ class PostingStore:
         return arrays.days
 
     def _ordinal(self, document_id: str) -> int:
+        """Under the lock: the ordinal of a document id, a new one the first time."""
         ordinal = self._ordinals.get(document_id)
         if ordinal is None:
             ordinal = self._ordinals[document_id] = len(self.document_ids)

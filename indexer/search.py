@@ -22,6 +22,7 @@ from whoosh import qparser, query
 from whoosh.fields import Schema
 from whoosh.searching import Searcher
 
+from indexer.budget import SearchLimits, check_query, check_quoted
 from indexer.deadline import check
 from indexer.evaluate import Snapshot, best_per_document
 from indexer.model import (
@@ -50,11 +51,19 @@ _NOT_PLAIN = re.compile(
     r"""[()"'~^\[\]{}\\]|\b(?:AND|OR|NOT|TO|ANDNOT|ANDMAYBE|REQUIRE)\b|[^\S \t\r\n]"""
 )
 _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
+_DEFAULT_LIMITS = SearchLimits()
 
 
-def run_search(searcher: Searcher, request: SearchRequest, snapshot: Snapshot) -> SearchResults:
-    """Search with ``searcher``; ``snapshot`` holds what searches of this searcher share."""
-    parsed, fallback = _parse(searcher, request)
+def run_search(
+    searcher: Searcher,
+    request: SearchRequest,
+    snapshot: Snapshot,
+    limits: SearchLimits = _DEFAULT_LIMITS,
+) -> SearchResults:
+    """Search with ``searcher`` (``snapshot`` is its view of the commit's shared caches); a
+    query over ``limits`` is refused before its postings are read."""
+    parsed, fallback = _parse(searcher, request, limits)
+    check_query(parsed, snapshot, limits)
     check()
     allowed = _allowed_chunks(snapshot, request)
     ids, scores = snapshot.evaluate(parsed, allowed)
@@ -79,12 +88,16 @@ def run_search(searcher: Searcher, request: SearchRequest, snapshot: Snapshot) -
     return SearchResults(hits=hits, total=total, mode=request.mode, fallback=fallback)
 
 
-def _parse(searcher: Searcher, request: SearchRequest) -> tuple[query.Query, bool]:
+def _parse(
+    searcher: Searcher, request: SearchRequest, limits: SearchLimits = _DEFAULT_LIMITS
+) -> tuple[query.Query, bool]:
     text = request.query.strip()
     if not text:
         raise QueryUnprocessable("The query is empty.")
     if len(text) > MAX_QUERY_CHARS:
         raise QueryUnprocessable(f"The query is longer than {MAX_QUERY_CHARS} characters.")
+    # Before parsing: the parser's work grows with the phrases (once per phrase in keyword mode).
+    check_quoted(len(_QUOTED.findall(text)), limits)
     if request.mode == "exact":
         parsed, fallback = _parse_with(searcher, "exact", text)
     else:

@@ -1,5 +1,5 @@
-"""The Whoosh index: chunks of documents, written through one guarded path, read by searchers
-that refresh when a commit lands.
+"""The Whoosh index: chunks of documents, written through one guarded path, read by a pool of
+searchers of the latest commit (:mod:`indexer.searchers`), one per concurrent search.
 
 Every write goes through :meth:`DocumentIndex._writer`: it takes Whoosh's lock with a timeout
 and backoff (the ``index`` queue runs one writer, but ``ldims reindex`` or a second worker
@@ -17,16 +17,14 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import logging
-import os
 import shutil
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from whoosh import index as whoosh_index
 from whoosh.formats import Positions
-from whoosh.index import LockError
+from whoosh.index import TOC, LockError
 from whoosh.query import Term
 from whoosh.reading import SegmentReader
 from whoosh.searching import Searcher
@@ -34,21 +32,19 @@ from whoosh.system import pack_uint
 from whoosh.writing import IndexWriter, SegmentWriter
 
 from indexer.analysis import index_terms
-from indexer.deadline import CheckedSearcher, SearchOverdue, check, deadline_in, remaining
-from indexer.evaluate import Snapshot
+from indexer.budget import SearchLimits
+from indexer.deadline import check, deadline_in
 from indexer.model import (
     NO_DAY,
     IndexBusy,
     IndexedDocument,
-    SearcherBusy,
     SearchRequest,
     SearchResults,
     day_number,
 )
-from indexer.postings import PostingStore
 from indexer.schema import SCHEMA_VERSION, build_schema
-from indexer.scoring import weighting
 from indexer.search import run_search
+from indexer.searchers import MAX_IDLE_SEARCHERS, MAX_OPEN_SEARCHERS, SearcherPool
 
 log = logging.getLogger(__name__)
 
@@ -179,20 +175,29 @@ class Batch:
 
 
 class DocumentIndex:
-    """One Whoosh index folder; safe to open from many processes and threads."""
+    """One Whoosh index folder; safe to open from many processes and to search from many
+    threads at once."""
 
-    def __init__(self, root: Path, lock_timeout: float = 30.0, folder: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        lock_timeout: float = 30.0,
+        folder: str | None = None,
+        limits: SearchLimits | None = None,
+        max_idle_searchers: int = MAX_IDLE_SEARCHERS,
+        max_searchers: int = MAX_OPEN_SEARCHERS,
+    ) -> None:
         self.root = root
         # ``folder`` names another folder under ``root`` (a rebuild in progress).
         self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
-        self._lock = threading.Lock()
+        self.limits = limits if limits is not None else SearchLimits()
         self._index = self._open_or_create()
-        self._searcher: Searcher | None = None
-        # Arrays read from segments, kept across commits; and what one searcher's searches share.
-        self._store = PostingStore()
-        self._snapshot: Snapshot | None = None
-        self._identity = self._folder_identity()
+        # ``max_searchers`` open at once (a search waits for one past that), ``max_idle_searchers``
+        # of them kept idle: see indexer.searchers.
+        self._searchers = SearcherPool(
+            self.path, max_idle=max_idle_searchers, max_open=max_searchers
+        )
 
     # --- opening ---------------------------------------------------------------------------
     def _open_or_create(self) -> whoosh_index.Index:
@@ -204,9 +209,6 @@ class DocumentIndex:
                 return whoosh_index.open_dir(str(self.path))
             log.info("creating index (schema v%d) in %s", SCHEMA_VERSION, self.path)
             return whoosh_index.create_in(str(self.path), build_schema())
-
-    def _folder_identity(self) -> int:
-        return os.stat(self.path).st_ino
 
     @property
     def ready(self) -> bool:
@@ -262,54 +264,15 @@ class DocumentIndex:
     # --- reading ---------------------------------------------------------------------------
     @contextlib.contextmanager
     def searcher(self, wait: bool = True) -> Iterator[Searcher]:
-        """A searcher that sees every commit made before this call (held for the block).
+        """A searcher that sees every commit made before this call, for this thread alone
+        during the block (other threads' searches use searchers of their own).
 
-        ``wait=False``: raise :class:`SearcherBusy` instead of waiting for another search,
-        or of opening a new searcher (file reads) after a commit.
+        ``wait=False``: raise :class:`SearcherBusy` rather than open a searcher (file reads)
+        when no idle one of the latest commit is at hand.
         """
-        # Searches of one process run one at a time (they are CPU-bound under the GIL
-        # anyway), so a refresh never closes a searcher another thread is using.
-        if not wait:
-            if not self._lock.acquire(blocking=False):
-                raise SearcherBusy("another search holds the searcher")
-        else:
-            left = remaining()  # a search with a deadline waits no longer than that
-            if not self._lock.acquire(timeout=-1 if left is None else left):
-                raise SearchOverdue
-        try:
+        with self._searchers.snapshot(wait) as snapshot:
             check()
-            if not self._searcher_is_current():
-                if not wait:
-                    raise SearcherBusy("the searcher must be reopened first")
-                self._reopen()
-            yield self._searcher
-        finally:
-            self._lock.release()
-
-    def _searcher_is_current(self) -> bool:
-        return (
-            self._searcher is not None
-            and self._folder_identity() == self._identity
-            and self._index.latest_generation() == self._searcher.reader().generation()
-        )
-
-    def _reopen(self) -> None:
-        if self._folder_identity() != self._identity:
-            # `ldims reindex` swapped in a rebuilt folder: reopen it.
-            self._index = whoosh_index.open_dir(str(self.path))
-            self._identity = self._folder_identity()
-            self._store = PostingStore()
-        else:
-            # A commit landed. The Index object keeps the table of contents it read, so it
-            # is refreshed first. Segment readers are not reused: a reused reader keeps the
-            # deletions it saw, and a delete-only commit would stay invisible.
-            self._index = self._index.refresh()
-        if self._searcher is not None:
-            self._searcher.close()
-        self._searcher = CheckedSearcher(
-            self._index.reader(), weighting=weighting(), fromindex=self._index
-        )
-        self._snapshot = None
+            yield snapshot.searcher
 
     def search(
         self, request: SearchRequest, within: float | None = None, wait: bool = True
@@ -317,13 +280,18 @@ class DocumentIndex:
         """Documents of ``request.tenant`` matching the query, best first.
 
         ``within``: seconds after which the search stops with :class:`SearchOverdue`
-        (releasing the searcher); ``wait=False``: :class:`SearcherBusy` rather than waiting
-        for another search or reopening the searcher (see :meth:`searcher`).
+        (returning its searcher); ``wait=False``: :class:`SearcherBusy` rather than opening a
+        searcher (see :meth:`searcher`). A query over :attr:`limits` raises
+        :class:`QueryUnprocessable` before its postings are read.
         """
-        with deadline_in(within), self.searcher(wait) as searcher:
-            if self._snapshot is None:
-                self._snapshot = Snapshot(searcher, self._store)
-            return run_search(searcher, request, self._snapshot)
+        with deadline_in(within), self._searchers.snapshot(wait) as snapshot:
+            check()
+            return run_search(snapshot.searcher, request, snapshot, self.limits)
+
+    @property
+    def open_searchers(self) -> int:
+        """Searchers open now, idle or in use (bounded when searches end)."""
+        return self._searchers.open_searchers
 
     def chunk_count(self, document_id: str) -> int:
         with self.searcher() as searcher:
@@ -346,15 +314,16 @@ class DocumentIndex:
             }
 
     def ping(self) -> int:
-        """Open a searcher and return the number of chunks (raises if unreadable)."""
-        with self.searcher() as searcher:
-            return searcher.doc_count()  # type: ignore[no-any-return]
+        """The number of chunks, from the latest table of contents (raises if unreadable).
+
+        Takes no searcher, so a health check never waits for searches.
+        """
+        toc = TOC.read(self._index.storage, self._index.indexname)
+        return sum(segment.doc_count() for segment in toc.segments)
 
     def close(self) -> None:
-        with self._lock:
-            if self._searcher is not None:
-                self._searcher.close()
-                self._searcher = None
+        """Close the idle searchers (those in use close when their searches end)."""
+        self._searchers.close()
 
 
 def fold_tiny_segments(writer: IndexWriter, segments: list[Any]) -> list[Any]:

@@ -27,6 +27,11 @@ class Services:
         """The index, opened on first use (its searchers refresh on their own)."""
         return self.documents.index
 
+    @index.setter
+    def index(self, index: indexer.DocumentIndex) -> None:
+        # Benchmarks and tests hand in an index of their own (already open, instrumented).
+        self.documents.index = index
+
     def close(self) -> None:
         """Release connections (the index's files close with the process)."""
         self.dispatcher.close()

@@ -17,6 +17,7 @@ from mcp import Client
 
 from api.mcp import build_mcp_server
 from indexer import DocumentIndex, SearchRequest, SearchResults
+from ldims.documents import Documents
 from ldims.services import Services
 from runtime import build_services
 from tests.conftest import RedisServer, make_settings, wait_until
@@ -66,7 +67,9 @@ def services(tmp_path: Path, shared_redis: RedisServer) -> Iterator[Services]:
 
 def _with(services: Services, **settings: Any) -> Services:
     """The same services (the same index object) with other settings."""
-    changed = dataclasses.replace(services, settings=services.settings.model_copy(update=settings))
+    new_settings = services.settings.model_copy(update=settings)
+    documents = Documents(new_settings, services.catalog, services.dispatcher)
+    changed = dataclasses.replace(services, settings=new_settings, documents=documents)
     changed.index = services.index
     return changed
 

@@ -145,7 +145,7 @@ def test_uploaded_documents_are_found_by_search_with_filters(stack: Stack) -> No
     body = stack.client.get("/api/search", params={"query": "turbines blade"}).json()
     assert body["totalMatches"] == 1 and body["results"][0]["documentId"] == first
     hit = body["results"][0]
-    assert hit["page"] == 1 and "**blade**" in hit["matchedContext"]
+    assert hit["pageNumber"] == 1 and "**blade**" in hit["matchedContext"]
     assert hit["metadata"]["documentType"] == "report" and hit["metadata"]["submitter"] == "ops"
     russian = stack.client.get("/api/search", params={"query": "турбина"}).json()
     assert [r["documentId"] for r in russian["results"]] == [second]

@@ -65,7 +65,7 @@ def test_a_search_stopped_anywhere_leaves_the_index_answering_as_before(folder: 
     for step in range(60):
         budget = 1e-6 * 1.2**step
         index = DocumentIndex(folder)
-        index.ping()  # the searcher is open; nothing is read yet
+        index.ping()  # reads the table of contents only: the first search opens a searcher
         for request in REQUESTS:
             try:
                 index.search(request, within=budget)
@@ -79,7 +79,8 @@ def test_a_search_stopped_anywhere_leaves_the_index_answering_as_before(folder: 
 
 
 def test_a_search_that_may_not_wait_gives_way_to_another(folder: Path) -> None:
-    index = DocumentIndex(folder)
+    # One searcher in all (as before the pool): a search that may wait waits for it.
+    index = DocumentIndex(folder, max_searchers=1)
     request = REQUESTS[0]
     index.search(request)
     holding, release = threading.Event(), threading.Event()
@@ -100,6 +101,35 @@ def test_a_search_that_may_not_wait_gives_way_to_another(folder: Path) -> None:
         threading.Timer(0.2, release.set).start()
         assert index.search(request, within=5).hits
         assert time.monotonic() - started >= 0.15
+    finally:
+        release.set()
+        holder.join()
+    index.close()
+
+
+def test_a_search_that_may_wait_opens_a_searcher_of_its_own(folder: Path) -> None:
+    index = DocumentIndex(folder)
+    request = REQUESTS[0]
+    expected = _found(index, request)
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with index.searcher():
+            holding.set()
+            release.wait(10)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    try:
+        assert holding.wait(10)
+        # The only searcher is held: one that may not wait does not open another.
+        with pytest.raises(SearcherBusy):
+            index.search(request, wait=False)
+        # One that may wait opens a searcher of its own: it does not wait for the holder.
+        assert _found(index, request) == expected
+        assert not release.is_set() and holder.is_alive()
+        # That searcher went back to the pool: now one that may not wait finds it.
+        assert _found(index, request, wait=False) == expected
     finally:
         release.set()
         holder.join()

@@ -166,7 +166,6 @@ class DocumentSearch:
     ) -> SearchOutput:
         """Validate, search (quickly on this loop, else through ``blocking``) and answer."""
         prepared = self.prepare(caller, query, max_results, filters, offset)
-        index = self._index()
         now = time.monotonic()
         left = anyio.current_effective_deadline() - anyio.current_time()  # inf: no limit set
         end = now + min(left, self.settings.search_timeout_seconds)
@@ -174,7 +173,7 @@ class DocumentSearch:
         found = None
         if quick > 0:
             with contextlib.suppress(indexer.SearcherBusy, indexer.SearchOverdue):
-                found = index.search(prepared.request, within=min(quick, end - now), wait=False)
+                found = self._run(prepared, min(quick, end - now), wait=False)
         if found is None:
             found = await blocking(lambda: self._run(prepared, end - time.monotonic()))
         return self.present(prepared, found)
@@ -228,10 +227,14 @@ class DocumentSearch:
         )
         return _Prepared(request, filters, max_results)
 
-    def _run(self, prepared: _Prepared, within: float) -> indexer.SearchResults:
+    def _run(self, prepared: _Prepared, within: float, wait: bool = True) -> indexer.SearchResults:
+        """The index's search, its errors in LDIMS's terms; ``wait=False``: the quick try on
+        the event loop, whose ``SearcherBusy`` / ``SearchOverdue`` the caller handles."""
         try:
-            return self._index().search(prepared.request, within=max(within, 0.0))
+            return self._index().search(prepared.request, within=max(within, 0.0), wait=wait)
         except indexer.SearchOverdue:
+            if not wait:
+                raise
             raise SearchTimeout(timeoutSeconds=self.settings.search_timeout_seconds) from None
         except indexer.QueryUnprocessable as exc:
             raise QueryUnprocessable(str(exc), field="query") from exc
