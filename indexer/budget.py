@@ -20,9 +20,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from whoosh.query import MultiTerm, Phrase, Query, Term
+from whoosh.reading import IndexReader
 
 from indexer.evaluate import Snapshot, scored_by_arrays
 from indexer.model import QueryUnprocessable
+
+# A term as a query names it: (field, text or bytes).
+_Term = tuple[str, str | bytes]
 
 # A posting that Whoosh's matchers step through costs about this many scored from arrays
 # (300-1,600 ns against 15-50 ns, measured).
@@ -53,10 +57,14 @@ def check_quoted(phrases: int, limits: SearchLimits) -> None:
 
 def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits) -> None:
     """Refuse a parsed query over any limit (terms, then phrases, then postings)."""
-    cost = _Cost(snapshot, limits)
+    cost = _Cost(snapshot.searcher.reader(), limits.max_terms)
     cost.add(parsed, walked=not scored_by_arrays(parsed))
-    if len(cost.terms) > limits.max_terms:
-        counted = f"more than {limits.max_terms}" if cost.truncated else str(len(cost.terms))
+    # Terms as the index holds them (a term repeated in the query is converted once).
+    scored = _held(snapshot, cost.scored)
+    walks = _held(snapshot, cost.walks)
+    terms = {text for _field, text in scored} | {text for _field, text in walks}
+    if len(terms) > limits.max_terms:
+        counted = f"more than {limits.max_terms}" if cost.truncated else str(len(terms))
         raise QueryUnprocessable(
             f"The query has {counted} distinct search terms (words after stemming, without "
             f"stop words); at most {limits.max_terms} are allowed. Use fewer words."
@@ -64,14 +72,25 @@ def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits) -> None
     if cost.phrases > limits.max_phrases:
         raise QueryUnprocessable(_too_many_phrases(cost.phrases, limits))
     # Arrays read a term once per search; every walk steps through its postings again.
-    postings = sum(snapshot.frequency(*key) for key in cost.scored)
-    postings += WALK_COST * sum(snapshot.frequency(*key) for key in cost.walks)
+    frequency = snapshot.held_frequency
+    postings = sum(frequency(key) for key in scored)
+    postings += WALK_COST * sum(count * frequency(key) for key, count in walks.items())
     if postings > limits.max_postings:
         raise QueryUnprocessable(
             "The query's words are too common in this index: the search would walk more than "
             f"{limits.max_postings:,} postings (those of a phrase, a NOT or a range count "
             f"{WALK_COST} times). Use fewer or rarer words, or fewer phrases."
         )
+
+
+def _held(snapshot: Snapshot, terms: dict[_Term, int]) -> dict[tuple[str, bytes], int]:
+    """``terms`` with the index's key of each (field, bytes), those it cannot hold left out."""
+    held: dict[tuple[str, bytes], int] = {}
+    for (fieldname, text), count in terms.items():
+        key = snapshot.term_key(fieldname, text)
+        if key is not None:
+            held[key] = held.get(key, 0) + count
+    return held
 
 
 def _too_many_phrases(phrases: int, limits: SearchLimits) -> str:
@@ -82,45 +101,40 @@ def _too_many_phrases(phrases: int, limits: SearchLimits) -> str:
 
 
 class _Cost:
-    """The terms and phrases of a query, and the postings its evaluation reads or walks."""
+    """The terms and phrases of a query: each term with the times it is read from arrays
+    (``scored``) or stepped through by Whoosh's matchers (``walks``)."""
 
-    def __init__(self, snapshot: Snapshot, limits: SearchLimits) -> None:
-        self.snapshot = snapshot
-        self.limits = limits
-        self.terms: set[bytes] = set()
-        self.truncated = False  # a range's expansion stopped past the term limit
+    def __init__(self, reader: IndexReader, max_terms: int) -> None:
+        self.reader = reader
+        self.max_terms = max_terms
+        self.scored: dict[_Term, int] = {}
+        self.walks: dict[_Term, int] = {}
         self.phrases = 0
-        self.scored: set[tuple[str, bytes]] = set()
-        self.walks: list[tuple[str, bytes]] = []
+        self.truncated = False  # a range's expansion stopped past the term limit
 
     def add(self, node: Query, walked: bool) -> None:
         """Count ``node``; ``walked``: Whoosh's matchers step through it (see evaluate)."""
-        if isinstance(node, Phrase):
+        kind = type(node)
+        if kind is Term:
+            counts = self.walks if walked else self.scored
+            term = (node.fieldname, node.text)
+            counts[term] = counts.get(term, 0) + 1
+        elif isinstance(node, Phrase):
             self.phrases += 1
             for word in node.words:
-                self._term(node.fieldname, word, walked=True)
+                self._walk(node.fieldname, word)
         elif isinstance(node, MultiTerm):
-            reader = self.snapshot.searcher.reader()
-            for fieldname, text in node.expanded_terms(reader):
-                if len(self.terms) > self.limits.max_terms:  # a range may span the lexicon
+            for number, (fieldname, text) in enumerate(node.expanded_terms(self.reader)):
+                if number > self.max_terms:  # a range may span the whole lexicon
                     self.truncated = True
                     break
-                self._term(fieldname, text, walked=True)
-        elif isinstance(node, Term):
-            self._term(node.fieldname, node.text, walked)
+                self._walk(fieldname, text)
         elif node.is_leaf():
             for fieldname, text in node.iter_all_terms():
-                self._term(fieldname, text, walked=True)
+                self._walk(fieldname, text)
         else:
             for child in node.children():
                 self.add(child, walked or not scored_by_arrays(child))
 
-    def _term(self, fieldname: str, text: str | bytes, walked: bool) -> None:
-        key = self.snapshot.term_key(fieldname, text)
-        if key is None:
-            return
-        self.terms.add(key[1])
-        if walked:
-            self.walks.append(key)
-        else:
-            self.scored.add(key)
+    def _walk(self, fieldname: str, text: str | bytes) -> None:
+        self.walks[fieldname, text] = self.walks.get((fieldname, text), 0) + 1

@@ -179,8 +179,10 @@ class Snapshot:
     def frequency(self, fieldname: str, text: str | bytes) -> int:
         """Chunks holding a term (deleted ones included, as Whoosh counts), kept per commit."""
         key = self.term_key(fieldname, text)
-        if key is None:
-            return 0
+        return 0 if key is None else self.held_frequency(key)
+
+    def held_frequency(self, key: tuple[str, bytes]) -> int:
+        """:meth:`frequency` of a term given as :meth:`term_key` makes it."""
         found = self.caches.frequencies.get(key)
         if found is None:
             found = self.searcher.doc_frequency(*key)
