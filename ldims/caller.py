@@ -34,7 +34,7 @@ class Caller:
     tenant: str
     key_id: str | None = None
     scopes: frozenset[str] = field(default=ALL_SCOPES)
-    transport: str = "http"  # http | stdio | internal: for audit lines
+    transport: str = "http"  # http | stdio | webhook | internal: for audit lines
 
     def __post_init__(self) -> None:
         if not TENANT_PATTERN.match(self.tenant):

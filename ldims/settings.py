@@ -214,9 +214,9 @@ class Settings(BaseSettings):
         default=0.01,
         ge=0,
         le=1,
-        description="How long searchDocuments may run on the server's event loop before it "
-        "goes on in a worker thread (most searches take about a millisecond; the thread hop "
-        "costs more than that). 0: always in a thread.",
+        description="How long a search (MCP searchDocuments, REST /api/search) may run on the "
+        "server's event loop before it goes on in a worker thread (most searches take about a "
+        "millisecond; the thread hop costs more than that). 0: always in a thread.",
     )
 
     # --- SQL toolset (KWDB seed) ----------------------------------------------------------

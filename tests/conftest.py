@@ -37,6 +37,20 @@ DOCS = CORPUS / "docs"
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
 
 
+# A raw MCP initialize request and the headers Streamable HTTP wants (tests of /mcp's gate).
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    },
+}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -29,7 +29,16 @@ from mcp.client.streamable_http import streamable_http_client
 from api.mcp import build_mcp_server
 from ldims.catalog import Catalog, Document
 from runtime import build_services, create_app
-from tests.conftest import DOCS, RedisServer, Stack, make_settings, settings_env, wait_until
+from tests.conftest import (
+    ACCEPT,
+    DOCS,
+    INITIALIZE,
+    RedisServer,
+    Stack,
+    make_settings,
+    settings_env,
+    wait_until,
+)
 
 MODES = ["auto", "legacy"]
 FEDERAL = "pdfplumber__federal-register-2020-17221.pdf"  # 15 pages, English
@@ -546,17 +555,6 @@ def test_stdio_server_serves_the_same_tools(corpus: Stack, mode: str) -> None:
 
 
 # --- transport security and protocol versions ----------------------------------------------------
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
-ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
 
 
 def test_a_foreign_origin_or_host_is_refused(corpus: Stack) -> None:

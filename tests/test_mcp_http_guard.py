@@ -10,19 +10,7 @@ import pytest
 
 from ldims.settings import Settings
 from runtime import create_app
-from tests.conftest import RedisServer, ThreadedServer
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "guard-test", "version": "1"},
-    },
-}
-ACCEPT = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+from tests.conftest import ACCEPT, INITIALIZE, RedisServer, ThreadedServer
 
 
 @pytest.fixture(scope="module")

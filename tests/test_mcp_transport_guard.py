@@ -24,6 +24,7 @@ from starlette.routing import Route
 from starlette.testclient import TestClient
 
 from api.mcp.transport_guard import TransportGuard, guard_route
+from tests.conftest import INITIALIZE
 
 HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*", "mcp.internal:8200", "ldims"]
 ORIGINS = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", "https://app.example"]
@@ -256,18 +257,6 @@ def test_lifespan_passes_through(inner: Inner) -> None:
 def test_a_malformed_allow_list_entry_fails_at_start(hosts: list[str], origins: list[str]) -> None:
     with pytest.raises(ValueError, match="not a valid allowed"):
         TransportGuard(Inner().app, hosts, origins)
-
-
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "1"},
-    },
-}
 
 
 # Without the guard the GET below never ends (the SDK streams pings): fail in seconds, not 300.

@@ -49,6 +49,7 @@ from ldims.errors import (
     Unauthorized,
 )
 from ldims.services import Services
+from ldims.settings import Settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -224,7 +225,7 @@ class LdimsMCP(MCPServer):
         return result
 
 
-def transport_security(settings: Any) -> TransportSecuritySettings:
+def transport_security(settings: Settings) -> TransportSecuritySettings:
     """The SDK's own Host/Origin checks of /mcp, always on, from the settings' allow-lists
     (behind the stricter :mod:`api.mcp.transport_guard`)."""
     return TransportSecuritySettings(

@@ -22,7 +22,6 @@ timed-out search stops instead of running on abandoned.
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from collections.abc import Awaitable, Callable
 from datetime import date, datetime
@@ -137,12 +136,11 @@ class SearchOutput(BaseModel):
 class _Prepared:
     """A validated search: the index request and what the answer must report."""
 
-    __slots__ = ("filters", "limit", "max_results", "request", "started")
+    __slots__ = ("filters", "max_results", "request", "started")
 
     def __init__(self, request: indexer.SearchRequest, filters: SearchFilters, asked: int) -> None:
         self.request = request
         self.filters = filters
-        self.limit = request.limit
         self.max_results = asked
         self.started = time.perf_counter()
 
@@ -245,8 +243,9 @@ class DocumentSearch:
         notes = []
         if mode == "semantic":
             notes.append("semantic runs the stemmed keyword search (BM25F) until vectors exist")
-        if prepared.limit < prepared.max_results:
-            notes.append(f"maxResults capped at {prepared.limit}")
+        limit = prepared.request.limit
+        if limit < prepared.max_results:
+            notes.append(f"maxResults capped at {limit}")
         if found.fallback:
             notes.append("the query's syntax was not understood; it ran as plain words")
         return SearchOutput(
@@ -256,7 +255,7 @@ class DocumentSearch:
                 executionTime=f"{time.perf_counter() - prepared.started:.3f}s",
                 searchMode=mode,
                 rankedBy="exact terms and phrases" if mode == "exact" else "keyword BM25F",
-                maxResults=prepared.limit,
+                maxResults=limit,
                 offset=prepared.request.offset,
                 note="; ".join(notes) or None,
             ),
@@ -297,7 +296,7 @@ def _result(hit: indexer.SearchHit) -> SearchResult:
     return SearchResult(
         documentId=hit.document_id,
         documentName=hit.name,
-        relevanceScore=hit.score if math.isfinite(hit.score) else 0.0,
+        relevanceScore=hit.score,
         matchedContext=hit.snippet,
         pageNumber=hit.page,
         lineStart=hit.line_start,
