@@ -164,7 +164,27 @@ class Settings(BaseSettings):
     index_optimize_interval_seconds: int = Field(
         default=3600,
         gt=0,
-        description="How often the index worker merges the index's segments (never on a write).",
+        description="How often the index worker merges the index's segments (never on a write, "
+        "and not while documents wait for the index).",
+    )
+    index_batch_max_documents: int = Field(
+        default=256,
+        ge=1,
+        description="Most documents the index worker writes in one commit (a batch takes what "
+        "is waiting, up to this).",
+    )
+    index_batch_max_bytes: int = Field(
+        default=64 * MiB,
+        ge=1,
+        description="Most extracted text (bytes, UTF-8) one index commit takes; a larger single "
+        "document is written alone.",
+    )
+    index_batch_wait_seconds: float = Field(
+        default=0.1,
+        ge=0,
+        le=5,
+        description="How long a batch that is not full waits for more documents before it is "
+        "written (the price an idle server pays on each document's latency).",
     )
 
     # --- API -----------------------------------------------------------------------------

@@ -16,23 +16,30 @@ def _concurrency(argv: list[str]) -> int:
 
 
 @pytest.mark.parametrize(
-    ("queues", "concurrency", "processes"),
+    ("queues", "concurrency", "processes", "consumed"),
     [
-        ("extract,index", None, 1),  # the default: once two index processes
-        ("index", None, 1),
-        ("index", 1, 1),
-        ("index,extract", 1, 1),
-        ("extract", None, 3),  # LDIMS_EXTRACT_CONCURRENCY
-        ("extract", 5, 5),
+        # the default: once two index processes
+        ("extract,index", None, 1, "extract,index,index-single"),
+        ("index", None, 1, "index,index-single"),
+        ("index", 1, 1, "index,index-single"),
+        ("index,extract", 1, 1, "index,extract,index-single"),
+        ("extract", None, 3, "extract"),  # LDIMS_EXTRACT_CONCURRENCY
+        ("extract", 5, 5, "extract"),
     ],
 )
 def test_the_index_queue_runs_one_process(
-    tmp_path: Path, queues: str, concurrency: int | None, processes: int
+    tmp_path: Path, queues: str, concurrency: int | None, processes: int, consumed: str
 ) -> None:
     settings = Settings(data_dir=tmp_path, extract_concurrency=3)
     argv = worker_argv(settings, queues, concurrency, beat=False, hostname=None)
     assert _concurrency(argv) == processes
-    assert argv[argv.index("--queues") + 1] == queues
+    # The writer's one-at-a-time queue always rides with the index queue.
+    assert argv[argv.index("--queues") + 1] == consumed
+
+
+def test_the_single_queue_alone_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="consumed with the index queue"):
+        worker_argv(Settings(data_dir=tmp_path), "index-single", None, beat=False, hostname=None)
 
 
 @pytest.mark.parametrize("queues", ["index", "extract,index", " index , extract"])

@@ -1,4 +1,10 @@
-"""The Celery application: queues ``extract`` and ``index``, at-least-once delivery.
+"""The Celery application: queues ``extract``, ``index`` and ``index-single``, at-least-once
+delivery.
+
+``index`` carries only the documents to index, which the index worker writes in batches
+(:mod:`workers.batching` drains it); ``index-single`` carries the writer's other work, one
+task at a time: a document retried alone, deletes, the scheduled optimize and reconciler. The
+index worker consumes both.
 
 Tasks are acknowledged late and rejected back to the queue when their worker dies, so a
 killed worker loses nothing; every task is idempotent (keyed by document id + content
@@ -22,9 +28,7 @@ from kombu import Exchange, Queue
 
 from ldims.logs import request_id, setup_logging
 from ldims.settings import Settings, get_settings
-
-EXTRACT_QUEUE = "extract"
-INDEX_QUEUE = "index"
+from workers.queues import EXTRACT_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE
 
 
 def kombu_url(redis_url: str) -> str:
@@ -45,17 +49,18 @@ def make_celery(settings: Settings) -> Celery:
     if settings.redis_key_prefix:
         transport_options["global_keyprefix"] = settings.redis_key_prefix
     app.conf.update(
-        # Each queue on its own direct exchange: no cross-binding between the two.
+        # Each queue on its own direct exchange: no cross-binding between them.
         task_queues=tuple(
             Queue(name, Exchange(name, type="direct"), routing_key=name)
-            for name in (EXTRACT_QUEUE, INDEX_QUEUE)
+            for name in (EXTRACT_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE)
         ),
         task_default_queue=EXTRACT_QUEUE,
         task_routes={
             "ldims.index": {"queue": INDEX_QUEUE},
-            "ldims.delete_from_index": {"queue": INDEX_QUEUE},
-            "ldims.reconcile": {"queue": INDEX_QUEUE},
-            "ldims.optimize_index": {"queue": INDEX_QUEUE},
+            "ldims.index_one": {"queue": INDEX_SINGLE_QUEUE},
+            "ldims.delete_from_index": {"queue": INDEX_SINGLE_QUEUE},
+            "ldims.reconcile": {"queue": INDEX_SINGLE_QUEUE},
+            "ldims.optimize_index": {"queue": INDEX_SINGLE_QUEUE},
         },
         task_acks_late=True,
         task_reject_on_worker_lost=True,

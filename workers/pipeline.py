@@ -12,14 +12,14 @@ import contextvars
 import functools
 import logging
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
 from indexer import DocumentIndex, IndexBusy, IndexedDocument
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
-from ldims.errors import PermanentError, TransientError
+from ldims.errors import PermanentError, ProcessingError, TransientError
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
 from workers.extraction import (
@@ -175,34 +175,165 @@ def run_extract(
         return repository.touch(session, document_id, sha256)
 
 
-def run_index(rt: Runtime, document_id: str, sha256: str) -> bool:
-    """Index the extracted version ``sha256`` and mark the document completed."""
+@dataclass(frozen=True)
+class IndexJob:
+    """Index the extracted version ``sha256`` of a document (what an index task names)."""
+
+    document_id: str
+    sha256: str
+
+
+@dataclass
+class _Loaded:
+    job: IndexJob
+    result: ExtractionResult
+    indexed: IndexedDocument
+
+
+def run_index_batch(
+    rt: Runtime, jobs: Sequence[IndexJob], max_bytes: int
+) -> dict[IndexJob, ProcessingError]:
+    """Index the versions ``jobs`` name and mark each document completed, in as few commits
+    as ``max_bytes`` of extraction results allows.
+
+    Each job's outcome is its own. A job whose document was deleted, replaced or finished
+    meanwhile is dropped, as is a second job for the same version. A document that cannot be
+    written is taken out of its commit (the others are written without it) and tried alone;
+    a permanent failure is recorded here. Returns the jobs to try again later, with their
+    transient error.
+    """
+    later: dict[IndexJob, ProcessingError] = {}
     with rt.catalog.session() as session:
-        document = repository.get_document(session, document_id)
-        if document is None or not _current(document, sha256):
-            log.info("index %s: nothing to do (deleted, replaced or final)", document_id)
-            return False
-    mime = document.format or "application/octet-stream"
-    if not rt.extracts.exists(sha256, mime):
-        raise TransientError("INDEX_ERROR", "The extraction result is not there yet.")
-    result = rt.extracts.load(sha256, mime)
-    indexed = indexed_document(document, result)
+        documents = repository.get_documents(session, {job.document_id for job in jobs})
+    chosen: dict[str, IndexJob] = {}
+    for job in jobs:
+        if _current(documents.get(job.document_id), job.sha256):
+            chosen.setdefault(job.document_id, job)
+    part: list[_Loaded] = []
+    size = 0
+    for job in chosen.values():
+        document = documents[job.document_id]
+        mime = document.format or "application/octet-stream"
+        try:
+            nbytes = rt.extracts.path(job.sha256, mime).stat().st_size
+        except FileNotFoundError:
+            later[job] = TransientError("INDEX_ERROR", "The extraction result is not there yet.")
+            continue
+        if part and size + nbytes > max_bytes:
+            _write(rt, part, later)
+            part, size = [], 0
+        try:
+            result = rt.extracts.load(job.sha256, mime)
+            part.append(_Loaded(job, result, indexed_document(document, result)))
+        except Exception as exc:
+            _settle(rt, job, exc, later)
+            continue
+        size += nbytes
+    if part:
+        _write(rt, part, later)
+    return later
+
+
+def _write(rt: Runtime, part: list[_Loaded], later: dict[IndexJob, ProcessingError]) -> None:
+    """Write ``part`` in one commit (a document that fails is tried alone), then complete."""
     try:
-        rt.index.replace_document(indexed)
-    except IndexBusy as exc:
-        raise TransientError("INDEX_BUSY", str(exc)) from exc
+        failed = _commit(rt.index, part)
+    except Exception as exc:
+        # The commit itself failed (lock, disk): nothing of the part was written.
+        error = _transient(exc)
+        for loaded in part:
+            later[loaded.job] = error
+        return
+    written = [loaded for loaded in part if loaded not in failed]
+    for loaded in failed:
+        try:
+            _commit(rt.index, [loaded], alone=True)
+        except Exception as exc:
+            _settle(rt, loaded.job, exc, later)
+        else:
+            written.append(loaded)
+    _complete(rt, written)
+
+
+def _commit(index: DocumentIndex, part: list[_Loaded], alone: bool = False) -> list[_Loaded]:
+    """Write ``part`` in one commit; return the documents left out because adding them failed.
+
+    A failed add leaves the writer holding part of that document, so the commit is cancelled
+    and made again without it. ``alone``: the one document's failure is raised instead.
+    """
+    remaining, failed = list(part), []
+    while remaining:
+        adding: _Loaded | None = None
+        try:
+            with index.batch() as batch:
+                for adding in remaining:
+                    batch.replace(adding.indexed)
+                adding = None
+        except IndexBusy as exc:
+            raise TransientError("INDEX_BUSY", str(exc)) from exc
+        except Exception:
+            if adding is None or alone:
+                raise
+            log.warning(
+                "index %s: could not be written with its batch; trying it alone",
+                adding.job.document_id,
+            )
+            failed.append(adding)
+            remaining.remove(adding)
+            continue
+        break
+    return failed
+
+
+def _complete(rt: Runtime, written: list[_Loaded]) -> None:
+    """Mark the written versions completed; remove the chunks of documents deleted meanwhile."""
+    gone = []
     with rt.catalog.session() as session:
-        return repository.complete(
-            session,
-            document_id,
-            sha256,
-            extracted_at=utcnow(),
-            extractor=result.extractor,
-            page_count=len(result.pages),
-            title=result.metadata.get("title"),
-            language=result.metadata.get("language"),
-            format=result.format,
-        )
+        for loaded in written:
+            job, result = loaded.job, loaded.result
+            done = repository.complete(
+                session,
+                job.document_id,
+                job.sha256,
+                extracted_at=utcnow(),
+                extractor=result.extractor,
+                page_count=len(result.pages),
+                title=result.metadata.get("title"),
+                language=result.metadata.get("language"),
+                format=result.format,
+            )
+            # Not completed: replaced (its new version's task writes over these chunks) or
+            # deleted while the batch was written (its delete task may have run before).
+            if not done and repository.get_document(session, job.document_id) is None:
+                gone.append(job.document_id)
+    if gone:
+        try:
+            rt.index.delete_documents(gone)
+        except IndexBusy:
+            log.warning("%d deleted documents left in the index for the reconciler", len(gone))
+
+
+def _transient(exc: Exception) -> ProcessingError:
+    if isinstance(exc, ProcessingError):
+        return exc
+    log.error("index commit failed: %s", type(exc).__name__, exc_info=True)
+    return TransientError("INDEX_ERROR", f"Writing the index failed ({type(exc).__name__}).")
+
+
+def _settle(
+    rt: Runtime, job: IndexJob, exc: Exception, later: dict[IndexJob, ProcessingError]
+) -> None:
+    """One document's own error: later when transient, else its failure recorded now."""
+    if isinstance(exc, TransientError):
+        later[job] = exc
+        return
+    if isinstance(exc, ProcessingError):
+        code, message = exc.code, exc.message
+    else:
+        # Never the exception text in the reason: it may quote the document.
+        log.error("index %s: unexpected %s", job.document_id, type(exc).__name__, exc_info=True)
+        code, message = "INTERNAL_ERROR", f"Unexpected {type(exc).__name__}; see the worker log."
+    record_failure(rt, job.document_id, job.sha256, code, message)
 
 
 def indexed_document(document: Document, result: ExtractionResult) -> IndexedDocument:

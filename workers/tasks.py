@@ -16,11 +16,12 @@ from typing import Any
 
 from celery import Task
 from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.errors import ProcessingError, TransientError
 from ldims.settings import get_settings
-from workers import pipeline, reconcile
+from workers import batching, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,8 @@ _RETRY = {
     "retry_jitter": True,
     "max_retries": _settings.task_max_retries,
 }
+# The index queue's waiting messages, pulled into batches by the index task.
+_index_drain = batching.QueueDrain(app, INDEX_QUEUE, "ldims.index")
 
 
 def failure_of(exc: BaseException) -> tuple[str, str]:
@@ -93,9 +96,70 @@ def extract(self: Task, document_id: str, sha256: str) -> None:
         _send(index, document_id, sha256)
 
 
-@app.task(bind=True, base=PipelineTask, name="ldims.index", **_RETRY)
+@app.task(bind=True, name="ldims.index")
 def index(self: Task, document_id: str, sha256: str) -> None:
-    pipeline.run_index(pipeline.runtime(), document_id, sha256)
+    """Index this version and the others waiting in the queue, in batches (see
+    :mod:`workers.batching`); each document's outcome is recorded on its own."""
+    first = batching.Item((document_id, sha256), self.request.retries)
+    batch = _index_drain.gather(
+        first,
+        batching.BatchLimits(
+            _settings.index_batch_max_documents, _settings.index_batch_wait_seconds
+        ),
+    )
+    retries: dict[pipeline.IndexJob, int] = {}
+    for item in batch.items:
+        job = pipeline.IndexJob(*item.args)
+        retries[job] = max(retries.get(job, 0), item.retries)
+    try:
+        later: dict[pipeline.IndexJob, ProcessingError | None] = dict(
+            pipeline.run_index_batch(
+                pipeline.runtime(), list(retries), _settings.index_batch_max_bytes
+            )
+        )
+    except Exception as exc:  # the batch as a whole (a time limit, the catalog): each alone
+        log.warning(
+            "index batch of %d failed (%s); each document is retried alone",
+            len(retries),
+            type(exc).__name__,
+        )
+        later = dict.fromkeys(retries)
+    for job, error in later.items():
+        _index_later(job, error, retries[job])
+    batch.acknowledge()
+
+
+def _index_later(job: pipeline.IndexJob, error: ProcessingError | None, retries: int) -> None:
+    """Send ``job`` to be indexed alone: now after a failed batch (``error`` None), after a
+    backoff for its own transient error, or record its failure when out of retries."""
+    if error is not None and retries >= _settings.task_max_retries:
+        pipeline.record_failure(
+            pipeline.runtime(), job.document_id, job.sha256, error.code, error.message
+        )
+        return
+    options: dict[str, Any] = {}
+    if error is not None:
+        options = {
+            "countdown": get_exponential_backoff_interval(
+                2, retries, _settings.retry_backoff_max_seconds, full_jitter=True
+            ),
+            "retries": retries + 1,
+        }
+    try:
+        index_one.apply_async(args=(job.document_id, job.sha256), **options)
+    except OperationalError:
+        log.warning(
+            "could not publish index_one for %s; the reconciler will re-drive it", job.document_id
+        )
+
+
+@app.task(bind=True, base=PipelineTask, name="ldims.index_one", **_RETRY)
+def index_one(self: Task, document_id: str, sha256: str) -> None:
+    """Index one version in a commit of its own (a retry, or a document out of a failed batch)."""
+    job = pipeline.IndexJob(document_id, sha256)
+    later = pipeline.run_index_batch(pipeline.runtime(), [job], _settings.index_batch_max_bytes)
+    if job in later:
+        raise later[job]
 
 
 @app.task(name="ldims.delete_from_index", **_RETRY)
@@ -105,7 +169,12 @@ def delete_from_index(document_ids: list[str]) -> None:
 
 @app.task(name="ldims.optimize_index", **_RETRY)
 def optimize_index() -> None:
-    """Merge the index's segments (writes commit without merging, so they pile up)."""
+    """Merge the index's segments into one, unless documents wait to be indexed (a merge of a
+    large index holds the writer for minutes; the commits' own merge policy keeps the
+    segments few meanwhile)."""
+    if INDEX_QUEUE in _busy_queues():
+        log.info("optimize skipped: documents are waiting for the index")
+        return
     pipeline.optimize_index(pipeline.runtime())
 
 

@@ -31,6 +31,14 @@ def get_document(session: Session, document_id: str) -> Document | None:
     return session.get(Document, document_id)
 
 
+def get_documents(session: Session, document_ids: set[str]) -> dict[str, Document]:
+    """The documents of these ids that exist, by id (one query)."""
+    if not document_ids:
+        return {}
+    query = select(Document).where(Document.id.in_(sorted(document_ids)))
+    return {document.id: document for document in session.scalars(query)}
+
+
 def find_by_content(session: Session, tenant: str, sha256: str) -> Document | None:
     """A document of ``tenant`` whose current version has this content, if any."""
     query = select(Document).where(Document.tenant == tenant, Document.sha256 == sha256)

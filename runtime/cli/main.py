@@ -8,6 +8,7 @@ import click
 
 from ldims.logs import setup_logging
 from ldims.settings import Settings, get_settings
+from workers.queues import INDEX_QUEUE, INDEX_SINGLE_QUEUE
 
 
 @click.group()
@@ -77,7 +78,13 @@ def worker_argv(
     names = [name.strip() for name in queues.split(",") if name.strip()]
     if not names:
         raise ValueError("give at least one queue")
-    if "index" in names:
+    if INDEX_SINGLE_QUEUE in names and INDEX_QUEUE not in names:
+        raise ValueError(f"{INDEX_SINGLE_QUEUE} is consumed with the index queue: --queues index")
+    if INDEX_QUEUE in names:
+        # The writer's one-at-a-time work (deletes, retries alone, optimize, reconciler) rides
+        # with the index queue, in the same single process.
+        if INDEX_SINGLE_QUEUE not in names:
+            names.append(INDEX_SINGLE_QUEUE)
         if concurrency not in (None, 1):
             raise ValueError(
                 "the index queue has one writer: run it with --concurrency 1 (or in a worker of "
