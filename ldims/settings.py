@@ -176,7 +176,7 @@ class Settings(BaseSettings):
     index_batch_max_bytes: int = Field(
         default=64 * MiB,
         ge=1,
-        description="Most extracted text (bytes, UTF-8) one index commit takes; a larger single "
+        description="Most extraction results (bytes on disk) one index commit takes; a larger single "
         "document is written alone.",
     )
     index_batch_wait_seconds: float = Field(
