@@ -1,18 +1,40 @@
-"""``ldims ingest``: bulk upload through the REST API with a progress bar and a summary."""
+"""``ldims ingest``: bulk upload through the REST API with a progress display and a summary.
+
+Two phases, each with one progress display on stderr (stdout holds the summary): the upload,
+``concurrency`` files at a time, then the wait until every document is final. On a terminal
+the display is a tqdm bar with documents/s, the ETA and the counts so far; anywhere else
+(a pipe, a log file, CI) it is one plain line every ``PROGRESS_EVERY`` seconds and one when
+the phase ends, so a log gets a handful of lines rather than a redraw per document.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import click
 import httpx
 from tqdm import tqdm
 
+log = logging.getLogger(__name__)
+
 FINAL = {"completed", "failed"}
+#: Seconds between two progress lines when stderr is not a terminal.
+PROGRESS_EVERY = 10.0
+#: Seconds between two rounds of status checks while waiting.
+POLL_EVERY = 0.5
+# Loggers that write a line per HTTP request: httpx at INFO ("HTTP Request: POST …"),
+# httpcore at DEBUG (a dozen lines per request). Held at WARNING during an ingest whatever
+# LOG_LEVEL says: thousands of them would bury the bar; their warnings still show.
+PER_REQUEST_LOGGERS = ("httpx", "httpcore")
 
 
 @dataclass
@@ -40,40 +62,192 @@ def collect_files(paths: tuple[str, ...]) -> list[Path]:
     return files
 
 
+class Progress:
+    """One phase's progress: a tqdm bar on a terminal, else a plain line now and then."""
+
+    def __init__(self, desc: str, total: int, stream: TextIO, every: float = PROGRESS_EVERY):
+        self.desc, self.total, self.stream, self.every = desc, total, stream, every
+        self.done = 0
+        self.counts: Counter[str] = Counter()
+        self.started = self.printed = time.monotonic()
+        self.bar = (
+            tqdm(total=total, desc=desc, unit="doc", file=stream, dynamic_ncols=True)
+            if stream.isatty()
+            else None
+        )
+
+    def advance(self, status: str) -> None:
+        """One more document reached ``status``."""
+        self.done += 1
+        self.counts[status] += 1
+        if self.bar is not None:
+            self.bar.set_postfix_str(self._postfix(), refresh=False)
+            self.bar.update(1)
+        else:
+            self.tick()
+
+    def tick(self) -> None:
+        """Keep the display alive while nothing finishes (elapsed time, a periodic line)."""
+        if self.bar is not None:
+            self.bar.refresh()
+        elif time.monotonic() - self.printed >= self.every:
+            self._line()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        else:
+            self._line()
+
+    def _postfix(self) -> str:
+        return ", ".join(f"{status}={n}" for status, n in sorted(self.counts.items()))
+
+    def _line(self) -> None:
+        self.printed = time.monotonic()
+        # ncols=0: the same text as the bar (count, elapsed<ETA, rate, postfix), no bar.
+        line = tqdm.format_meter(
+            self.done,
+            self.total,
+            self.printed - self.started,
+            ncols=0,
+            prefix=self.desc,
+            unit="doc",
+            postfix=self._postfix() or None,
+        )
+        print(line, file=self.stream, flush=True)
+
+
+class _AboveTheBar:
+    """A stream that writes each log record above the bars (tqdm clears and redraws them)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> None:
+        tqdm.write(text, file=self.stream, end="")
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+@contextlib.contextmanager
+def quiet_console(stream: TextIO) -> Iterator[None]:
+    """No log line per request; other records go above the bar when ``stream`` is a terminal.
+
+    The root's handlers keep their formatter and filters (our request-id filter, which the
+    format needs): only their stream is swapped. tqdm's ``logging_redirect_tqdm`` replaces
+    the handler instead, and drops its filters before tqdm 4.70 (tqdm/tqdm#1581).
+    """
+    levels = {name: logging.getLogger(name).level for name in PER_REQUEST_LOGGERS}
+    for name in PER_REQUEST_LOGGERS:
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < logging.WARNING:
+            logger.setLevel(logging.WARNING)
+    swapped = []
+    if stream.isatty():
+        for handler in logging.getLogger().handlers:
+            if isinstance(handler, logging.StreamHandler) and handler.stream is stream:
+                handler.setStream(_AboveTheBar(stream))  # type: ignore[arg-type]
+                swapped.append(handler)
+    try:
+        yield
+    finally:
+        for handler in swapped:
+            handler.setStream(stream)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+
+
 def _upload(client: httpx.Client, path: Path, fields: dict[str, str]) -> Outcome:
     try:
         with path.open("rb") as handle:
             response = client.post(
                 "/api/documents", files={"file": (path.name, handle)}, data=fields
             )
-    except httpx.HTTPError as exc:
+    except (OSError, httpx.HTTPError) as exc:
         return Outcome(path, reason=f"upload failed: {type(exc).__name__}")
-    body = response.json()
+    try:
+        body = response.json()
+    except ValueError:  # not our API's answer (a proxy's error page)
+        body = {}
     if response.status_code in (200, 202):
         return Outcome(path, body["documentId"], body["status"])
+    if "errorCode" not in body:
+        return Outcome(path, reason=f"{response.status_code} {response.reason_phrase}")
     return Outcome(
         path, reason=f"{response.status_code} {body.get('errorCode')}: {body.get('errorMessage')}"
     )
 
 
-def _wait(client: httpx.Client, outcomes: list[Outcome], timeout: float) -> None:
+def _upload_all(
+    client: httpx.Client,
+    pool: ThreadPoolExecutor,
+    files: list[Path],
+    fields: dict[str, str],
+    stream: TextIO,
+) -> list[Outcome]:
+    progress = Progress("uploading", len(files), stream)
+    futures: dict[Future[Outcome], int] = {
+        pool.submit(_upload, client, path, fields): i for i, path in enumerate(files)
+    }
+    outcomes: list[Outcome] = [Outcome(path) for path in files]
+    pending = set(futures)
+    try:
+        while pending:
+            # A timeout, not as_completed: the display moves on while a large file uploads.
+            done, pending = wait(pending, timeout=1.0, return_when=FIRST_COMPLETED)
+            for future in done:
+                outcome = outcomes[futures[future]] = future.result()
+                progress.advance(outcome.status)
+            progress.tick()
+    except BaseException:  # Ctrl-C: leave the files not yet started, don't upload them all
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    finally:
+        progress.close()
+    return outcomes
+
+
+def _check(client: httpx.Client, outcome: Outcome) -> bool:
+    """Refresh ``outcome`` from the API; False when the check itself failed."""
+    try:
+        body = client.get(f"/api/documents/{outcome.document_id}").json()
+    except (httpx.HTTPError, ValueError):
+        return False
+    outcome.status = body.get("status", outcome.status)
+    if outcome.status in FINAL:
+        error = body.get("error") or {}
+        outcome.reason = f"{error.get('code')}: {error.get('message')}" if error else ""
+    return True
+
+
+def _wait(
+    client: httpx.Client,
+    pool: ThreadPoolExecutor,
+    outcomes: list[Outcome],
+    timeout: float,
+    stream: TextIO,
+) -> None:
     pending = [o for o in outcomes if o.document_id and o.status not in FINAL]
+    if not pending:
+        return
     deadline = time.monotonic() + timeout
-    with tqdm(total=len(pending), desc="processing", unit="doc") as bar:
-        while pending and time.monotonic() < deadline:
-            still = []
-            for outcome in pending:
-                body = client.get(f"/api/documents/{outcome.document_id}").json()
-                outcome.status = body.get("status", outcome.status)
-                if outcome.status in FINAL:
-                    error = body.get("error") or {}
-                    outcome.reason = f"{error.get('code')}: {error.get('message')}" if error else ""
-                    bar.update(1)
-                else:
-                    still.append(outcome)
-            pending = still
-            if pending:
-                time.sleep(0.5)
+    progress = Progress("processing", len(pending), stream)
+    while pending and time.monotonic() < deadline:
+        checked = list(pool.map(lambda o: _check(client, o), pending))
+        if not all(checked):
+            log.warning("%d status checks failed; trying again", checked.count(False))
+        still = []
+        for outcome in pending:
+            if outcome.status in FINAL:
+                progress.advance(outcome.status)
+            else:
+                still.append(outcome)
+        pending = still
+        progress.tick()
+        if pending:
+            time.sleep(POLL_EVERY)
+    progress.close()
     for outcome in pending:
         outcome.reason = f"still {outcome.status} after {timeout:.0f}s"
 
@@ -88,9 +262,11 @@ def run_ingest(
     api_key: str | None,
     wait: bool,
     timeout: float,
-    parallel: int,
+    concurrency: int,
 ) -> int:
     """Upload everything; exit code 0 when nothing was rejected or failed."""
+    if concurrency < 1:
+        raise ValueError("concurrency must be 1 or more")
     files = collect_files(paths)
     fields = {
         key: value
@@ -104,18 +280,16 @@ def run_ingest(
     headers = {"X-LDIMS-Tenant": tenant} if tenant else {}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
-    with httpx.Client(base_url=url, headers=headers, timeout=120) as client:
-        with ThreadPoolExecutor(max_workers=max(1, parallel)) as pool:
-            outcomes = list(
-                tqdm(
-                    pool.map(lambda p: _upload(client, p, fields), files),
-                    total=len(files),
-                    desc="uploading",
-                    unit="file",
-                )
-            )
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    stream = sys.stderr
+    with (
+        quiet_console(stream),
+        httpx.Client(base_url=url, headers=headers, timeout=120, limits=limits) as client,
+        ThreadPoolExecutor(max_workers=concurrency) as pool,
+    ):
+        outcomes = _upload_all(client, pool, files, fields, stream)
         if wait:
-            _wait(client, outcomes, timeout)
+            _wait(client, pool, outcomes, timeout, stream)
     counts = Counter(o.status for o in outcomes)
     click.echo("\n" + ", ".join(f"{status}: {n}" for status, n in sorted(counts.items())))
     for outcome in outcomes:

@@ -214,7 +214,15 @@ def status(tenant: str | None) -> None:
 @click.option("--api-key", envvar="LDIMS_API_KEY", default=None, help="API key (Bearer).")
 @click.option("--wait/--no-wait", default=True, show_default=True, help="Wait for final states.")
 @click.option("--timeout", type=float, default=900, show_default=True, help="Seconds to wait.")
-@click.option("--parallel", type=int, default=4, show_default=True, help="Concurrent uploads.")
+@click.option(
+    "--concurrency",
+    "--parallel",
+    "concurrency",
+    type=click.IntRange(min=1),
+    default=8,
+    show_default=True,
+    help="Uploads (and status checks) at a time (--parallel: the former name).",
+)
 def ingest(**options: object) -> None:
     """Upload files or folders (recursively) and report completed / failed with reasons."""
     from runtime.cli.ingest import run_ingest
