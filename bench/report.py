@@ -82,3 +82,36 @@ def machine_line() -> str:
         f"{os.getloadavg()[0]:.2f} at the end{steal}, CPU reference "
         f"`sum(range(10**6))` {cpu_reference_ms():.1f} ms, {now}."
     )
+
+
+def tenth_rates(times: Sequence[float], total: int | None = None) -> list[float | None]:
+    """Rate of each tenth of a run by completion order.
+
+    ``times`` are the completion times (seconds from the start of the run), one per item;
+    ``total`` the run's size (default: ``len(times)``). Tenth ``i`` is the items completed
+    between the ``i*N/10``-th and the ``(i+1)*N/10``-th completion (the 0th completion is
+    the start of the run, t = 0); its rate is its items over that interval. ``None`` for a
+    tenth not reached, or one whose items all completed at one instant (a single commit).
+    """
+    ordered = sorted(times)
+    total = len(ordered) if total is None else total
+    bounds = [round(i * total / 10) for i in range(11)]
+
+    def at(k: int) -> float | None:
+        return 0.0 if k == 0 else ordered[k - 1] if k <= len(ordered) else None
+
+    rates: list[float | None] = []
+    for low, high in zip(bounds, bounds[1:], strict=False):
+        start, end = at(low), at(high)
+        if start is None or end is None or end <= start or high <= low:
+            rates.append(None)
+        else:
+            rates.append((high - low) / (end - start))
+    return rates
+
+
+def ratio(numerator: float | None, denominator: float | None) -> float | None:
+    """``numerator / denominator``, or None when either is missing or the denominator is 0."""
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator

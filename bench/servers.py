@@ -10,6 +10,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -50,3 +52,79 @@ def launch(command: list[str], data_dir: Path, url: str) -> Server:
             start_new_session=True,  # its own process group: its children go with it
         )
     return Server(process, url, log_path)
+
+
+# --- the processes of ``ldims serve`` and their memory ---------------------------------------
+
+ROLES = (
+    "api",
+    "extract worker",
+    "extract pool child",
+    "extractor child",
+    "index worker",
+    "index pool child",
+    "beat",
+    "redis",
+    "other",
+)
+
+
+def _queues(cmdline: list[str]) -> str | None:
+    """The ``--queues`` of an ``ldims worker`` command line, else None."""
+    if "worker" in cmdline and "--queues" in cmdline[:-1]:
+        return cmdline[cmdline.index("--queues") + 1]
+    return None
+
+
+class ProcessTree:
+    """The process tree of ``ldims serve``, each process named by its role (:data:`ROLES`).
+
+    Roles come from command lines: the root is the API; ``redis-server``; an ``ldims worker
+    --queues Q`` child of the root is Q's worker (its Celery main process), one of a worker's
+    children its pool child, ``workers.extraction.sandbox_child`` an extractor child. The
+    embedded beat of the worker started with ``--beat`` has the same command line as its pool
+    child; it closes the descriptors it inherits when it starts, so among that worker's
+    children it is the one with the fewest open descriptors (remembered once known).
+    """
+
+    def __init__(self, pid: int) -> None:
+        self.root = psutil.Process(pid)
+        self.beat_pids: set[int] = set()
+
+    def rss(self) -> dict[int, tuple[str, int]]:
+        """pid -> (role, resident set size in bytes) of every process alive in the tree."""
+        found: dict[int, tuple[str, int]] = {}
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return found
+        self._find_beat(processes)
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                found[process.pid] = (self._role(process), process.memory_info().rss)
+        return found
+
+    def _role(self, process: psutil.Process) -> str:
+        if process.pid == self.root.pid:
+            return "api"
+        if process.pid in self.beat_pids:
+            return "beat"
+        cmdline = process.cmdline()
+        if cmdline and cmdline[0].endswith("redis-server"):
+            return "redis"
+        if "workers.extraction.sandbox_child" in cmdline:
+            return "extractor child"
+        queues = _queues(cmdline)
+        if queues not in ("extract", "index"):
+            return "other"
+        return f"{queues} worker" if process.ppid() == self.root.pid else f"{queues} pool child"
+
+    def _find_beat(self, processes: list[psutil.Process]) -> None:
+        if self.beat_pids:
+            return
+        with contextlib.suppress(psutil.Error):
+            for main in processes:
+                if main.ppid() == self.root.pid and "--beat" in main.cmdline():
+                    children = main.children()
+                    if len(children) >= 2:
+                        self.beat_pids.add(min(children, key=lambda c: c.num_fds()).pid)
