@@ -9,6 +9,7 @@ does not load PDFium, python-docx or Tika.
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -197,7 +198,9 @@ def _language_model() -> ModuleType:
 
 def _detect_language(sample: str) -> str | None:
     """ISO 639-1 code of the sample's main language, or None when there is too little text."""
-    if sum(1 for char in sample if char.isalpha()) < _MIN_LETTERS:
+    # Counting stops at the minimum: counting every letter of the 20,000-character sample
+    # took 0.1 ms a file, a sixth of a small text file's extraction.
+    if len(list(itertools.islice(filter(str.isalpha, sample), _MIN_LETTERS))) < _MIN_LETTERS:
         return None
     language, _score = _language_model().classify(sample)
     return str(language)

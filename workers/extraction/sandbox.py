@@ -11,6 +11,7 @@ native leaks (iscc-tika keeps a GraalVM isolate) cannot accumulate.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -44,15 +45,17 @@ class ExtractionSandbox:
         self.recycle_after = recycle_after
         self._process: subprocess.Popen[bytes] | None = None
         self._conn: Connection | None = None
+        self._watched: psutil.Process | None = None
+        self._idle_rss = 0  # the child's RSS when it answered its last file (it rests since)
         self._jobs = 0
         self.last_peak_rss = 0  # bytes, sampled while the last file was being extracted
 
     def run(self, path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
         """Extract ``path`` in the child; raise ``ProcessingError`` with a code on failure."""
-        process, conn = self._child()
+        process, conn, watched = self._child()
         try:
             conn.send((str(path), mime, limits))
-            status, payload = self._wait(process, conn, limits)
+            status, payload = self._wait(process, conn, watched, limits)
         except (BrokenPipeError, ConnectionResetError):
             self.close()
             raise TransientError(
@@ -67,7 +70,7 @@ class ExtractionSandbox:
         self._jobs += 1
         # A child that grew past the limit while finishing a job (native caches, fragmented
         # heaps) is replaced now rather than carried into the next file.
-        rss = _rss(psutil.Process(process.pid))
+        rss = self._idle_rss = _rss(watched)
         self.last_peak_rss = max(self.last_peak_rss, rss)
         over_limit = rss > limits.max_memory_mib * 1024 * 1024
         if self._jobs >= self.recycle_after or over_limit:
@@ -84,7 +87,7 @@ class ExtractionSandbox:
         if self._process is not None and self._process.poll() is None:
             self._process.kill()
             self._process.wait(5)
-        self._process, self._conn, self._jobs = None, None, 0
+        self._process, self._conn, self._watched, self._jobs = None, None, None, 0
 
     def __enter__(self) -> ExtractionSandbox:
         return self
@@ -101,7 +104,7 @@ class ExtractionSandbox:
     def pid(self) -> int | None:
         return self._process.pid if self._process is not None else None
 
-    def _child(self) -> tuple[subprocess.Popen[bytes], Connection]:
+    def _child(self) -> tuple[subprocess.Popen[bytes], Connection, psutil.Process]:
         if self._process is None or self._process.poll() is not None or self._conn is None:
             self.close()
             # A fresh interpreter, not a fork: the child must not inherit the worker's threads,
@@ -115,8 +118,11 @@ class ExtractionSandbox:
             conn = Connection(parent_end.detach())
             self._process, self._conn = process, conn
             self._await_ready(process, conn)
-        assert self._process is not None and self._conn is not None
-        return self._process, self._conn
+            # One handle for the child's life: creating it reads /proc (0.03-0.06 ms a time).
+            self._watched = psutil.Process(process.pid)
+            self._idle_rss = _rss(self._watched)
+        assert self._process is not None and self._conn is not None and self._watched is not None
+        return self._process, self._conn, self._watched
 
     def _await_ready(self, process: subprocess.Popen[bytes], conn: Connection) -> None:
         deadline = time.monotonic() + _STARTUP_SECONDS
@@ -136,12 +142,17 @@ class ExtractionSandbox:
             raise TransientError("EXTRACTOR_UNAVAILABLE", "The extractor process did not start.")
 
     def _wait(
-        self, process: subprocess.Popen[bytes], conn: Connection, limits: ExtractionLimits
+        self,
+        process: subprocess.Popen[bytes],
+        conn: Connection,
+        watched: psutil.Process,
+        limits: ExtractionLimits,
     ) -> tuple[str, object]:
         deadline = time.monotonic() + limits.timeout_seconds
         max_rss = limits.max_memory_mib * 1024 * 1024
-        watched = psutil.Process(process.pid)
-        self.last_peak_rss = _rss(watched)
+        # The child has rested since it answered the last file: that answer's sample is its
+        # RSS now, and sampling again would cost a /proc walk per file for nothing.
+        self.last_peak_rss = self._idle_rss
         while True:
             if conn.poll(_POLL_SECONDS):
                 try:
@@ -183,10 +194,35 @@ class ExtractionSandbox:
 
 
 def _rss(process: psutil.Process) -> int:
+    """RSS of the child and of every process it started (0 when it is gone)."""
     try:
         total = process.memory_info().rss
-        for child in process.children(recursive=True):
-            total += child.memory_info().rss
+        for pid in _descendants(process):
+            with contextlib.suppress(psutil.Error):  # ended meanwhile
+                total += psutil.Process(pid).memory_info().rss
         return total
     except psutil.Error:
         return 0
+
+
+def _descendants(process: psutil.Process) -> list[int]:
+    """Children, grandchildren… of ``process``, from the lists the kernel keeps per thread.
+
+    psutil's ``children(recursive=True)`` reads the stat file of every process on the machine:
+    2-3 ms with ~100 processes, and more on a busy host, where these lists take 0.06 ms
+    (bench/results/extract_overhead.md). Without them (a kernel built without
+    CONFIG_PROC_CHILDREN, or a thread or child that ended while we read) psutil's walk serves.
+    """
+    found: list[int] = []
+    pending = [process.pid]
+    try:
+        while pending:
+            pid = pending.pop()
+            for task in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{task}/children", encoding="ascii") as file:
+                    children = [int(child) for child in file.read().split()]
+                found += children
+                pending += children
+    except OSError:
+        return [child.pid for child in process.children(recursive=True)]
+    return found
