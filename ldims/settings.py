@@ -119,7 +119,10 @@ class Settings(BaseSettings):
         "process is killed and the document fails TOO_LARGE.",
     )
     extract_recycle_after: int = Field(
-        default=50, gt=0, description="Files an extractor process handles before it is replaced."
+        default=50,
+        gt=0,
+        description="Files read by native parsers (PDF, Office, HTML, …) an extractor process "
+        "handles before it is replaced; plain text and Markdown do not count.",
     )
     zip_max_unzipped_bytes: int = Field(
         default=1024 * MiB,
@@ -176,8 +179,8 @@ class Settings(BaseSettings):
     index_batch_max_bytes: int = Field(
         default=64 * MiB,
         ge=1,
-        description="Most extraction results (bytes on disk) one index commit takes; a larger single "
-        "document is written alone.",
+        description="Most extraction results (bytes on disk) one index commit takes; a larger "
+        "single document is written alone.",
     )
     index_batch_wait_seconds: float = Field(
         default=0.1,

@@ -223,3 +223,20 @@ def test_utf32_text_and_odd_declared_charsets_are_read(tmp_path: Path) -> None:
     page = tmp_path / "page.html"
     page.write_bytes(b'<html><head><meta charset="base64"></head><body><p>plain words</p></body>')
     assert extract_file(page, "text/html", ExtractionLimits()).text == "plain words"
+
+
+def test_the_child_is_recycled_after_native_parser_files_only(tmp_path: Path) -> None:
+    text = tmp_path / "note.md"
+    text.write_text("# Note\n\nPlain words.\n", encoding="utf-8")
+    pdf = DOCS / "pypdf__multilang.pdf"
+    with ExtractionSandbox(recycle_after=2) as sandbox:
+        sandbox.run(pdf, "application/pdf", ExtractionLimits())
+        first = sandbox.pid
+        # Plain text is read by our own code: it wears out nothing and does not count.
+        for _ in range(5):
+            assert "Plain words" in sandbox.run(text, "text/markdown", ExtractionLimits()).text
+            assert sandbox.pid == first
+        sandbox.run(pdf, "application/pdf", ExtractionLimits())  # the second native one
+        assert sandbox.pid is None  # replaced: the next file starts a fresh child
+        sandbox.run(text, "text/markdown", ExtractionLimits())
+        assert sandbox.pid not in (None, first)

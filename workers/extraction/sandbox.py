@@ -5,8 +5,11 @@ lxml are all native code). None of that may take down a Celery worker or make it
 forever, so every extraction runs in a spawned child that the worker watches: past the wall
 time it is killed (``TIMEOUT``), above the memory limit it is killed (``TOO_LARGE``), if it dies
 on its own the file is reported as ``CORRUPT_FILE`` (or ``TOO_LARGE`` after a SIGKILL that was
-most likely the kernel's OOM killer). The child is replaced after ``recycle_after`` files so
-native leaks (iscc-tika keeps a GraalVM isolate) cannot accumulate.
+most likely the kernel's OOM killer). The child is replaced after ``recycle_after`` files read
+by native parsers, so native leaks (iscc-tika keeps a GraalVM isolate) cannot accumulate;
+plain text and Markdown are read by our own Python code and do not count — a child start
+costs ~0.8 s of CPU, which every 50 small text files made the largest cost of extracting them
+(bench/extract_overhead.py). The memory check after each file replaces any child that grew.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from pathlib import Path
 import psutil
 
 from ldims.errors import PermanentError, ProcessingError, TransientError
+from workers.extraction.registry import TEXT_TYPES
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 
 log = logging.getLogger(__name__)
@@ -67,7 +71,8 @@ class ExtractionSandbox:
             # file's. Only a fresh child is safe.
             self.close()
             raise
-        self._jobs += 1
+        if mime not in TEXT_TYPES:
+            self._jobs += 1
         # A child that grew past the limit while finishing a job (native caches, fragmented
         # heaps) is replaced now rather than carried into the next file.
         rss = self._idle_rss = _rss(watched)
