@@ -5,8 +5,13 @@ Every write goes through :meth:`DocumentIndex._writer`: it takes Whoosh's lock w
 and backoff (the ``index`` queue runs one writer, but ``ldims reindex`` or a second worker
 started by mistake must wait, not corrupt), commits only when the block succeeds and cancels
 otherwise. Replacing a document deletes its chunks and adds the new ones in one commit, so
-readers see the old version or the new one, never a mix. A commit folds only tiny segments
-together; :meth:`DocumentIndex.optimize` merges everything, on a schedule.
+readers see the old version or the new one, never a mix. The index worker commits many
+documents at once (:meth:`DocumentIndex.batch`).
+
+Each commit merges by :class:`TieredMerge`, a log-structured policy: segments of like size
+are merged in groups, so a chunk is rewritten a bounded number of times however large the
+index grows, the segments stay O(log n), and no commit merges more than a bounded number of
+chunks. :meth:`DocumentIndex.optimize` merges everything, on a schedule.
 
 The index of schema version N lives in ``<root>/v<N>``; a ``READY`` file there says it holds
 every completed document (``ldims reindex`` writes it after a rebuild).
@@ -18,7 +23,8 @@ import contextlib
 import fcntl
 import logging
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +54,27 @@ from indexer.searchers import MAX_IDLE_SEARCHERS, MAX_OPEN_SEARCHERS, SearcherPo
 
 log = logging.getLogger(__name__)
 
+# Whoosh's ``mergetype``: given the writer and the index's segments (with this commit's
+# deletions), add the ones to merge to the writer and return the others.
+MergePolicy = Callable[[IndexWriter, list[Any]], list[Any]]
+
 _READY = "READY"
 # Whoosh's posting pool spills to disk (pickled, reloaded, merged) above this; at its default of
 # 128 a 500-document batch spilled and building ran at 200 chunks/s, at 256 at 337 (measured).
 _WRITER_POOL_MIB = 256
-_TINY_SEGMENT_CHUNKS = 2000
-_TINY_SEGMENTS_BEFORE_FOLD = 4
+# The merge policy's shape (TieredMerge), measured with bench/index_commits.py on 1-8 KB
+# documents of ~2.7 chunks. A Whoosh merge rewrites ~700 chunks/s, nearly what indexing them
+# costs (~1,000/s), while a search slowed only from 2.3 to 2.6 ms going from 1 to 30 segments
+# (16,000 chunks): merges, not segments, are the cost to keep down. A factor of 4 to 8 cost the
+# same per document in commits of 200 documents (each chunk rewritten ~1.6 times below the
+# cap); 4 keeps the fewest segments (at most 4 a tier). Tier 0 holds segments under 40 chunks,
+# the commits of a few documents.
+MERGE_FACTOR = 4
+TIER_BASE_CHUNKS = 10
+# A commit's merge reads at most this many chunks: ~14 s at 700 chunks/s, well inside the 30 s
+# other writers wait for the lock (20,000 would come close). Segments that have grown to about
+# this size stay as they are until the optimize, one per ~10,000 chunks written.
+MAX_MERGE_CHUNKS = 10_000
 
 
 class _SegmentWriter(SegmentWriter):
@@ -186,12 +207,14 @@ class DocumentIndex:
         limits: SearchLimits | None = None,
         max_idle_searchers: int = MAX_IDLE_SEARCHERS,
         max_searchers: int = MAX_OPEN_SEARCHERS,
+        merge_policy: MergePolicy | None = None,
     ) -> None:
         self.root = root
         # ``folder`` names another folder under ``root`` (a rebuild in progress).
         self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
         self.limits = limits if limits is not None else SearchLimits()
+        self._merge_policy = merge_policy if merge_policy is not None else TieredMerge()
         self._index = self._open_or_create()
         # ``max_searchers`` open at once (a search waits for one past that), ``max_idle_searchers``
         # of them kept idle: see indexer.searchers.
@@ -235,7 +258,7 @@ class DocumentIndex:
         except BaseException:
             writer.cancel()
             raise
-        writer.commit(mergetype=fold_tiny_segments)
+        writer.commit(mergetype=self._merge_policy)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch]:
@@ -326,24 +349,77 @@ class DocumentIndex:
         self._searchers.close()
 
 
-def fold_tiny_segments(writer: IndexWriter, segments: list[Any]) -> list[Any]:
-    """Merge policy of commits: fold the tiny segments into the one being written.
+@dataclass(frozen=True)
+class TieredMerge:
+    """Merge policy of commits (Whoosh's ``mergetype``): tiered, log-structured.
 
-    The index queue commits one document at a time; without merging, every commit adds a
-    segment and every search builds matchers in each of them. Whoosh's own small-segment
-    policy also merges large segments now and then (a 20k-document bulk build stalled on
-    rewriting 1.7 GB mid-way); here only segments under ``_TINY_SEGMENT_CHUNKS`` chunks are
-    folded, once there are ``_TINY_SEGMENTS_BEFORE_FOLD`` of them. Everything else waits for
-    the scheduled :meth:`DocumentIndex.optimize`.
+    A segment's tier is ``floor(log_factor(live chunks / base))`` (0 below ``base * factor``).
+    When a tier holds ``factor`` segments, its ``factor`` smallest are merged into the segment
+    being written, which lands about one tier up. A chunk is so rewritten about once per tier
+    it climbs, and it climbs no higher than ``max_chunks``: a document costs the same however
+    much the index holds (folding every tiny segment every few commits, as before, cost more
+    the more tiny segments there were), and the index keeps at most ``factor`` segments a
+    tier, O(log n), plus one per ``max_chunks`` or so that has reached the top.
+
+    The work of one commit is bounded: at most one merge, the lowest full tier's (the
+    cheapest; a higher one gets its turn within ``factor`` commits), reading at most
+    ``max_chunks`` chunks, deleted ones included (a merge reads them). When the tier's
+    ``factor`` smallest hold more, as many of them as fit are merged (two at least): the
+    segments near the top so end at about ``max_chunks`` and then wait, with those past it,
+    for the scheduled :meth:`DocumentIndex.optimize`.
+
+    Deleted chunks (a replaced document leaves its old ones behind) are not counted in a
+    segment's tier: a segment that lost much of itself drops to a lower tier and is merged,
+    and its deleted chunks dropped, sooner, with segments of its live size; the bound on
+    what a merge reads keeps that cheap enough. A segment with no live chunk is dropped
+    without being read.
     """
-    tiny = [segment for segment in segments if segment.doc_count_all() < _TINY_SEGMENT_CHUNKS]
-    if len(tiny) < _TINY_SEGMENTS_BEFORE_FOLD:
-        return segments
-    for segment in tiny:
-        reader = SegmentReader(writer.storage, writer.schema, segment)
-        writer.add_reader(reader)
-        reader.close()
-    return [segment for segment in segments if segment not in tiny]
+
+    factor: int = MERGE_FACTOR
+    base: int = TIER_BASE_CHUNKS
+    max_chunks: int = MAX_MERGE_CHUNKS
+
+    def tier(self, segment: Any) -> int | None:
+        """The tier of a Whoosh segment, None when it is past the cap (no merge can take it)."""
+        if segment.doc_count_all() > self.max_chunks:
+            return None
+        tier, bound, live = 0, self.base * self.factor, segment.doc_count()
+        while live >= bound:
+            tier, bound = tier + 1, bound * self.factor
+        return tier
+
+    def choose(self, segments: Sequence[Any]) -> list[Any]:
+        """The segments this commit merges (none, most of the time).
+
+        The lowest tier holding ``factor`` segments merges its ``factor`` smallest, or as many
+        of its smallest (two at least) as a merge of at most ``max_chunks`` chunks reads.
+        """
+        tiers: dict[int, list[Any]] = {}
+        for segment in segments:
+            tier = self.tier(segment)
+            if tier is not None and segment.doc_count() > 0:
+                tiers.setdefault(tier, []).append(segment)
+        for tier in sorted(tiers):
+            if len(tiers[tier]) < self.factor:
+                continue
+            chosen, chunks = [], 0
+            for segment in sorted(tiers[tier], key=lambda s: s.doc_count_all())[: self.factor]:
+                chunks += segment.doc_count_all()
+                if chunks > self.max_chunks:
+                    break
+                chosen.append(segment)
+            if len(chosen) > 1:
+                return chosen
+        return []
+
+    def __call__(self, writer: IndexWriter, segments: list[Any]) -> list[Any]:
+        chosen = self.choose(segments)
+        for segment in chosen:
+            reader = SegmentReader(writer.storage, writer.schema, segment)
+            writer.add_reader(reader)  # its live chunks go into the segment being written
+            reader.close()
+        merged = {id(segment) for segment in chosen}
+        return [s for s in segments if id(s) not in merged and s.doc_count() > 0]
 
 
 def replace_folder(root: Path, built: Path) -> None:
