@@ -327,14 +327,17 @@ class DocumentIndex:
             return {hit["version"] for hit in hits}
 
     def document_ids(self) -> set[str]:
+        """The ids of the documents with at least one live chunk (the reconciler's sweep).
+
+        Read from each segment's ``document_id`` lexicon rather than by a search per term (20,000
+        searches at 20,000 documents): a term with no deleted chunk is live, so only the ids of
+        the deleted chunks need a look at their postings (which skip deleted chunks).
+        """
+        found: set[str] = set()
         with self.searcher() as searcher:
-            # The lexicon keeps terms of deleted chunks until a merge: check each one.
-            terms = (term.decode() for term in searcher.lexicon("document_id"))
-            return {
-                term
-                for term in terms
-                if not searcher.search(Term("document_id", term), limit=1).is_empty()
-            }
+            for reader, _ in searcher.reader().leaf_readers():
+                found.update(_live_document_ids(reader))
+        return found
 
     def ping(self) -> int:
         """The number of chunks, from the latest table of contents (raises if unreadable).
@@ -420,6 +423,19 @@ class TieredMerge:
             reader.close()
         merged = {id(segment) for segment in chosen}
         return [s for s in segments if id(s) not in merged and s.doc_count() > 0]
+
+
+def _live_document_ids(reader: SegmentReader) -> set[str]:
+    """The ids in one segment's ``document_id`` lexicon that still have a live chunk there."""
+    ids = {term.decode() for term in reader.lexicon("document_id")}
+    segment = reader.segment()
+    if segment is None or not segment.has_deletions():
+        return ids
+    column = reader.column_reader("document_id")
+    for suspect in {column[docnum] for docnum in segment.deleted_docs()}:
+        if not reader.postings("document_id", suspect).is_active():
+            ids.discard(suspect)
+    return ids
 
 
 def replace_folder(root: Path, built: Path) -> None:
