@@ -62,18 +62,21 @@ _READY = "READY"
 # Whoosh's posting pool spills to disk (pickled, reloaded, merged) above this; at its default of
 # 128 a 500-document batch spilled and building ran at 200 chunks/s, at 256 at 337 (measured).
 _WRITER_POOL_MIB = 256
-# The merge policy's shape (TieredMerge), measured with bench/index_commits.py on 1-8 KB
-# documents of ~2.7 chunks. A Whoosh merge rewrites ~700 chunks/s, nearly what indexing them
-# costs (~1,000/s), while a search slowed only from 2.3 to 2.6 ms going from 1 to 30 segments
-# (16,000 chunks): merges, not segments, are the cost to keep down. A factor of 4 to 8 cost the
-# same per document in commits of 200 documents (each chunk rewritten ~1.6 times below the
-# cap); 4 keeps the fewest segments (at most 4 a tier). Tier 0 holds segments under 40 chunks,
-# the commits of a few documents.
+# The merge policy's shape (TieredMerge), measured on the 1-8 KB documents (~2.7 chunks) of
+# bench/index_commits.py, on a loaded 2-core VM: 16,000 chunks indexed as 1, 4, 10 or 30
+# segments, then optimized. A Whoosh merge rewrites ~700 chunks/s, nearly what indexing them
+# costs (~1,000/s), while a search slowed only from 2.3 to 2.6 ms going from 1 to 30 segments:
+# merges, not segments, are the cost to keep down. Simulated at those rates,
+# factors of 4 to 8 cost the same per document in commits of 200 documents (each chunk
+# rewritten ~1.5-1.7 times below the cap; 10 rewrites less but keeps up to 18 segments), and
+# 4 keeps the fewest segments (at most 4 a tier). Tier 0 holds segments under 40 chunks, the
+# commits of a few documents.
 MERGE_FACTOR = 4
 TIER_BASE_CHUNKS = 10
-# A commit's merge reads at most this many chunks: ~14 s at 700 chunks/s, well inside the 30 s
-# other writers wait for the lock (20,000 would come close). Segments that have grown to about
-# this size stay as they are until the optimize, one per ~10,000 chunks written.
+# A commit's merge reads at most this many chunks: ~14 s at 700 chunks/s (the bench's slowest
+# commit of 200 documents took 7 s), well inside the 30 s other writers wait for the lock;
+# 20,000 would come close. Segments that have grown to about this size stay as they are until
+# the optimize: one per ~10,000 chunks written (~3,700 documents of the bench).
 MAX_MERGE_CHUNKS = 10_000
 
 
