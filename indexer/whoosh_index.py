@@ -5,8 +5,13 @@ Every write goes through :meth:`DocumentIndex._writer`: it takes Whoosh's lock w
 and backoff (the ``index`` queue runs one writer, but ``ldims reindex`` or a second worker
 started by mistake must wait, not corrupt), commits only when the block succeeds and cancels
 otherwise. Replacing a document deletes its chunks and adds the new ones in one commit, so
-readers see the old version or the new one, never a mix. A commit folds only tiny segments
-together; :meth:`DocumentIndex.optimize` merges everything, on a schedule.
+readers see the old version or the new one, never a mix. The index worker commits many
+documents at once (:meth:`DocumentIndex.batch`).
+
+Each commit merges by :class:`TieredMerge`, a log-structured policy: segments of like size
+are merged in groups, so a chunk is rewritten a bounded number of times however large the
+index grows, the segments stay O(log n), and no commit merges more than a bounded number of
+chunks. :meth:`DocumentIndex.optimize` merges everything, on a schedule.
 
 The index of schema version N lives in ``<root>/v<N>``; a ``READY`` file there says it holds
 every completed document (``ldims reindex`` writes it after a rebuild).
@@ -18,7 +23,8 @@ import contextlib
 import fcntl
 import logging
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +54,30 @@ from indexer.searchers import MAX_IDLE_SEARCHERS, MAX_OPEN_SEARCHERS, SearcherPo
 
 log = logging.getLogger(__name__)
 
+# Whoosh's ``mergetype``: given the writer and the index's segments (with this commit's
+# deletions), add the ones to merge to the writer and return the others.
+MergePolicy = Callable[[IndexWriter, list[Any]], list[Any]]
+
 _READY = "READY"
 # Whoosh's posting pool spills to disk (pickled, reloaded, merged) above this; at its default of
 # 128 a 500-document batch spilled and building ran at 200 chunks/s, at 256 at 337 (measured).
 _WRITER_POOL_MIB = 256
-_TINY_SEGMENT_CHUNKS = 2000
-_TINY_SEGMENTS_BEFORE_FOLD = 4
+# The merge policy's shape (TieredMerge), measured on the 1-8 KB documents (~2.7 chunks) of
+# bench/index_commits.py, on a loaded 2-core VM: 16,000 chunks indexed as 1, 4, 10 or 30
+# segments, then optimized. A Whoosh merge rewrites ~700 chunks/s, nearly what indexing them
+# costs (~1,000/s), while a search slowed only from 2.3 to 2.6 ms going from 1 to 30 segments:
+# merges, not segments, are the cost to keep down. Simulated at those rates,
+# factors of 4 to 8 cost the same per document in commits of 200 documents (each chunk
+# rewritten ~1.5-1.7 times below the cap; 10 rewrites less but keeps up to 18 segments), and
+# 4 keeps the fewest segments (at most 4 a tier). Tier 0 holds segments under 40 chunks, the
+# commits of a few documents.
+MERGE_FACTOR = 4
+TIER_BASE_CHUNKS = 10
+# A commit's merge reads at most this many chunks: ~14 s at 700 chunks/s (the bench's slowest
+# commit of 200 documents took 7 s), well inside the 30 s other writers wait for the lock;
+# 20,000 would come close. Segments that have grown to about this size stay as they are until
+# the optimize: one per ~10,000 chunks written (~3,700 documents of the bench).
+MAX_MERGE_CHUNKS = 10_000
 
 
 class _SegmentWriter(SegmentWriter):
@@ -186,12 +210,14 @@ class DocumentIndex:
         limits: SearchLimits | None = None,
         max_idle_searchers: int = MAX_IDLE_SEARCHERS,
         max_searchers: int = MAX_OPEN_SEARCHERS,
+        merge_policy: MergePolicy | None = None,
     ) -> None:
         self.root = root
         # ``folder`` names another folder under ``root`` (a rebuild in progress).
         self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
         self.limits = limits if limits is not None else SearchLimits()
+        self._merge_policy = merge_policy if merge_policy is not None else TieredMerge()
         self._index = self._open_or_create()
         # ``max_searchers`` open at once (a search waits for one past that), ``max_idle_searchers``
         # of them kept idle: see indexer.searchers.
@@ -235,7 +261,7 @@ class DocumentIndex:
         except BaseException:
             writer.cancel()
             raise
-        writer.commit(mergetype=fold_tiny_segments)
+        writer.commit(mergetype=self._merge_policy)
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch]:
@@ -304,14 +330,17 @@ class DocumentIndex:
             return {hit["version"] for hit in hits}
 
     def document_ids(self) -> set[str]:
+        """The ids of the documents with at least one live chunk (the reconciler's sweep).
+
+        Read from each segment's ``document_id`` lexicon rather than by a search per term (20,000
+        searches at 20,000 documents): a term with no deleted chunk is live, so only the ids of
+        the deleted chunks need a look at their postings (which skip deleted chunks).
+        """
+        found: set[str] = set()
         with self.searcher() as searcher:
-            # The lexicon keeps terms of deleted chunks until a merge: check each one.
-            terms = (term.decode() for term in searcher.lexicon("document_id"))
-            return {
-                term
-                for term in terms
-                if not searcher.search(Term("document_id", term), limit=1).is_empty()
-            }
+            for reader, _ in searcher.reader().leaf_readers():
+                found.update(_live_document_ids(reader))
+        return found
 
     def ping(self) -> int:
         """The number of chunks, from the latest table of contents (raises if unreadable).
@@ -326,24 +355,91 @@ class DocumentIndex:
         self._searchers.close()
 
 
-def fold_tiny_segments(writer: IndexWriter, segments: list[Any]) -> list[Any]:
-    """Merge policy of commits: fold the tiny segments into the one being written.
+@dataclass(frozen=True)
+class TieredMerge:
+    """Merge policy of commits (Whoosh's ``mergetype``): tiered, log-structured.
 
-    The index queue commits one document at a time; without merging, every commit adds a
-    segment and every search builds matchers in each of them. Whoosh's own small-segment
-    policy also merges large segments now and then (a 20k-document bulk build stalled on
-    rewriting 1.7 GB mid-way); here only segments under ``_TINY_SEGMENT_CHUNKS`` chunks are
-    folded, once there are ``_TINY_SEGMENTS_BEFORE_FOLD`` of them. Everything else waits for
-    the scheduled :meth:`DocumentIndex.optimize`.
+    A segment's tier is ``floor(log_factor(live chunks / base))`` (0 below ``base * factor``).
+    When a tier holds ``factor`` segments, its ``factor`` smallest are merged into the segment
+    being written, which lands about one tier up. A chunk is so rewritten about once per tier
+    it climbs, and it climbs no higher than ``max_chunks``: a document costs the same however
+    much the index holds (folding every tiny segment every few commits, as before, cost more
+    the more tiny segments there were), and the index keeps at most ``factor`` segments a
+    tier, O(log n), plus one per ``max_chunks`` or so that has reached the top.
+
+    The work of one commit is bounded: at most one merge, the lowest full tier's (the
+    cheapest; a higher one gets its turn within ``factor`` commits), reading at most
+    ``max_chunks`` chunks, deleted ones included (a merge reads them). When the tier's
+    ``factor`` smallest hold more, as many of them as fit are merged (two at least): the
+    segments near the top so end at about ``max_chunks`` and then wait, with those past it,
+    for the scheduled :meth:`DocumentIndex.optimize`. (Whoosh's own policy has no such bound:
+    a 20,000-document bulk build once stalled on rewriting 1.7 GB mid-way.)
+
+    Deleted chunks (a replaced document leaves its old ones behind) are not counted in a
+    segment's tier: a segment that lost much of itself drops to a lower tier and is merged,
+    and its deleted chunks dropped, sooner, with segments of its live size; the bound on
+    what a merge reads keeps that cheap enough. A segment with no live chunk is dropped
+    without being read.
     """
-    tiny = [segment for segment in segments if segment.doc_count_all() < _TINY_SEGMENT_CHUNKS]
-    if len(tiny) < _TINY_SEGMENTS_BEFORE_FOLD:
-        return segments
-    for segment in tiny:
-        reader = SegmentReader(writer.storage, writer.schema, segment)
-        writer.add_reader(reader)
-        reader.close()
-    return [segment for segment in segments if segment not in tiny]
+
+    factor: int = MERGE_FACTOR
+    base: int = TIER_BASE_CHUNKS
+    max_chunks: int = MAX_MERGE_CHUNKS
+
+    def tier(self, segment: Any) -> int | None:
+        """The tier of a Whoosh segment, None when it is past the cap (no merge can take it)."""
+        if segment.doc_count_all() > self.max_chunks:
+            return None
+        tier, bound, live = 0, self.base * self.factor, segment.doc_count()
+        while live >= bound:
+            tier, bound = tier + 1, bound * self.factor
+        return tier
+
+    def choose(self, segments: Sequence[Any]) -> list[Any]:
+        """The segments this commit merges (none, most of the time).
+
+        The lowest tier holding ``factor`` segments merges its ``factor`` smallest, or as many
+        of its smallest (two at least) as a merge of at most ``max_chunks`` chunks reads.
+        """
+        tiers: dict[int, list[Any]] = {}
+        for segment in segments:
+            tier = self.tier(segment)
+            if tier is not None and segment.doc_count() > 0:
+                tiers.setdefault(tier, []).append(segment)
+        for tier in sorted(tiers):
+            if len(tiers[tier]) < self.factor:
+                continue
+            chosen, chunks = [], 0
+            for segment in sorted(tiers[tier], key=lambda s: s.doc_count_all())[: self.factor]:
+                chunks += segment.doc_count_all()
+                if chunks > self.max_chunks:
+                    break
+                chosen.append(segment)
+            if len(chosen) > 1:
+                return chosen
+        return []
+
+    def __call__(self, writer: IndexWriter, segments: list[Any]) -> list[Any]:
+        chosen = self.choose(segments)
+        for segment in chosen:
+            reader = SegmentReader(writer.storage, writer.schema, segment)
+            writer.add_reader(reader)  # its live chunks go into the segment being written
+            reader.close()
+        merged = {id(segment) for segment in chosen}
+        return [s for s in segments if id(s) not in merged and s.doc_count() > 0]
+
+
+def _live_document_ids(reader: SegmentReader) -> set[str]:
+    """The ids in one segment's ``document_id`` lexicon that still have a live chunk there."""
+    ids = {term.decode() for term in reader.lexicon("document_id")}
+    segment = reader.segment()
+    if segment is None or not segment.has_deletions():
+        return ids
+    column = reader.column_reader("document_id")
+    for suspect in {column[docnum] for docnum in segment.deleted_docs()}:
+        if not reader.postings("document_id", suspect).is_active():
+            ids.discard(suspect)
+    return ids
 
 
 def replace_folder(root: Path, built: Path) -> None:
