@@ -8,10 +8,10 @@ twice, or one overtaken by a newer version or a delete, finds nothing to do.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import functools
 import logging
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -51,6 +51,10 @@ class Runtime:
     @functools.cached_property
     def index(self) -> DocumentIndex:
         return DocumentIndex(self.settings.index_dir)
+
+    @functools.cached_property
+    def heartbeats(self) -> Heartbeats:
+        return Heartbeats(self.catalog, heartbeat_seconds(self.settings))
 
     @functools.cached_property
     def sandbox(self) -> ExtractionSandbox:
@@ -103,31 +107,52 @@ def _held_by_a_live_worker(rt: Runtime, document: Document) -> bool:
     return age < timedelta(seconds=1.5 * heartbeat_seconds(rt.settings))
 
 
-@contextlib.contextmanager
-def heartbeat(rt: Runtime, document_id: str, sha256: str) -> Iterator[None]:
+class Heartbeats:
+    """One thread per process that touches, every beat, the documents this process holds.
+
+    A thread started and joined for every document cost more wall time than extracting a
+    small file (bench/extract_overhead.py's profile of ``run_extract``); documents are held
+    and let go far more often than a beat comes round.
+    """
+
+    def __init__(self, catalog: Catalog, seconds: float) -> None:
+        self._catalog = catalog
+        self._seconds = seconds
+        self._held: dict[str, str] = {}  # document id -> the version held
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    @contextlib.contextmanager
+    def holding(self, document_id: str, sha256: str) -> Iterator[None]:
+        with self._lock:
+            self._held[document_id] = sha256
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._beat, name="heartbeat", daemon=True)
+                self._thread.start()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._held.pop(document_id, None)
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(self._seconds)
+            with self._lock:
+                held = list(self._held.items())
+            for document_id, sha256 in held:
+                try:
+                    with self._catalog.session() as session:
+                        repository.touch(session, document_id, sha256)
+                except Exception:  # a missed beat only risks a harmless duplicate
+                    log.warning("heartbeat for %s failed", document_id, exc_info=True)
+
+
+def heartbeat(
+    rt: Runtime, document_id: str, sha256: str
+) -> contextlib.AbstractContextManager[None]:
     """Touch the document every beat while the block runs, so nobody takes it as stuck."""
-    stop = threading.Event()
-
-    def beat() -> None:
-        while not stop.wait(heartbeat_seconds(rt.settings)):
-            try:
-                with rt.catalog.session() as session:
-                    repository.touch(session, document_id, sha256)
-            except Exception:  # a missed beat only risks a harmless duplicate
-                log.warning("heartbeat for %s failed", document_id, exc_info=True)
-
-    # A new thread starts with empty context variables: run it in a copy of ours, so its
-    # warnings carry the task id like the task's own lines.
-    context = contextvars.copy_context()
-    thread = threading.Thread(
-        target=context.run, args=(beat,), name=f"heartbeat-{document_id}", daemon=True
-    )
-    thread.start()
-    try:
-        yield
-    finally:
-        stop.set()
-        thread.join()
+    return rt.heartbeats.holding(document_id, sha256)
 
 
 def run_extract(
