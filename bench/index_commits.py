@@ -57,7 +57,7 @@ from whoosh.reading import SegmentReader
 from whoosh.writing import IndexWriter
 
 from indexer import DocumentIndex, IndexedDocument, SearchRequest
-from indexer.whoosh_index import MAX_MERGE_CHUNKS, MERGE_FACTOR, TIER_BASE_CHUNKS, TieredMerge
+from indexer.merging import MAX_MERGE_CHUNKS, MERGE_FACTOR, TIER_BASE_CHUNKS, TieredMerge
 from workers.chunking import chunk_pages
 from workers.extraction import Page
 

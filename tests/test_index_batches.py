@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from indexer import DocumentIndex, SearchRequest
+from indexer import Chunk, DocumentIndex, IndexedDocument, SearchRequest
 from ldims.catalog import Document, repository, utcnow
 from ldims.settings import Settings
 from tests.conftest import RedisServer, Stack, wait_until
@@ -130,6 +130,20 @@ def test_each_document_has_its_own_outcome(rt: pipeline.Runtime) -> None:
     assert rt.index.chunk_count("unwritable") == 0
     # The duplicate and the stale job of good0 added nothing: one version, one chunk.
     assert rt.index.indexed_versions("good0") == {1} and rt.index.chunk_count("good0") == 1
+
+
+def test_an_index_batch_refuses_a_document_twice(tmp_path: Path) -> None:
+    # Whoosh's delete does not see chunks added earlier in the same commit: a second write of
+    # an id would keep both versions' chunks.
+    index = DocumentIndex(tmp_path / "index")
+    first = IndexedDocument("twice", "acme", "c", "twice.txt", 1, [Chunk("first words")])
+    second = IndexedDocument("twice", "acme", "c", "twice.txt", 2, [Chunk("second words")])
+    with pytest.raises(ValueError, match="already written"), index.batch() as batch:
+        batch.replace(first)
+        batch.replace(second)
+    assert index.chunk_count("twice") == 0  # the whole commit was cancelled
+    index.delete_documents(["gone", "gone"])  # the same id twice in a delete is one delete
+    index.close()
 
 
 class _RacingIndex:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from indexer import Chunk, DocumentIndex, IndexedDocument, SearchRequest
-from indexer.whoosh_index import TieredMerge
+from indexer.merging import TieredMerge
 
 
 @dataclass(eq=False)  # compared by identity, as the policy compares Whoosh's segments
