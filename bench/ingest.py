@@ -572,12 +572,29 @@ class RssSamples:
     every: float
     stop: threading.Event = field(default_factory=threading.Event)
     samples: list[tuple[float, dict[int, tuple[str, int]]]] = field(default_factory=list)
+    # CPU seconds of each process: when the bulk run began (``mark``) and last seen alive.
+    cpu_at_mark: dict[int, tuple[str, float]] | None = None
+    cpu_last: dict[int, tuple[str, float]] = field(default_factory=dict)
+    mark: threading.Event = field(default_factory=threading.Event)
 
     def run(self, tree: ProcessTree, clock: Clock) -> None:
         while True:
             self.samples.append((clock(), tree.rss()))
+            if self.mark.is_set() and self.cpu_at_mark is None:
+                self.cpu_at_mark = tree.cpu()
+            self.cpu_last.update(tree.cpu())
             if self.stop.wait(self.every):
+                self.cpu_last.update(tree.cpu())
                 return
+
+    def cpu_by_role(self) -> dict[str, float]:
+        """CPU seconds each role spent from the mark to the end (processes born meanwhile
+        from 0; a process that died counts up to its last sample)."""
+        at_mark = self.cpu_at_mark or {}
+        totals: Counter[str] = Counter()
+        for pid, (role, seconds) in self.cpu_last.items():
+            totals[role] += seconds - at_mark.get(pid, (role, 0.0))[1]
+        return dict(totals)
 
     def before(self, moment: float) -> dict[int, tuple[str, int]] | None:
         """The last sample before ``moment`` (else the first one)."""
@@ -712,6 +729,8 @@ def measure_stack(args: argparse.Namespace, docs: list[Doc], server: Server) -> 
         accepted = {u.document_id for u in uploads if u.document_id}
         return uploads_done.is_set() and progress.final >= len(accepted)
 
+    rss.mark.set()
+    time.sleep(min(args.rss_every, 2.0) + 0.1)  # the sampler takes the CPU mark first
     start = clock()
     deadline = start + timeout_of(args, len(docs))
     poller = _thread(
@@ -747,6 +766,7 @@ class BaselineResult:
     times: list[float] = field(default_factory=list)  # completion (or failure) of each document
     rss: list[tuple[float, int]] = field(default_factory=list)  # this process, at each commit
     failure_codes: Counter[str] = field(default_factory=Counter)
+    cpu_seconds: float = 0.0  # this process's user + system time for the run
 
     @property
     def completed(self) -> int:
@@ -814,8 +834,13 @@ def run_baseline(docs: list[Doc], batch: int) -> BaselineResult:
             return time.perf_counter() - origin
 
         result.rss.append((0.0, psutil.Process().memory_info().rss))
+        cpu_before = psutil.Process().cpu_times()
         for first in range(0, len(docs), batch):
             baseline_batch(docs[first : first + batch], first, work, result, clock)
+        cpu_after = psutil.Process().cpu_times()
+        result.cpu_seconds = (cpu_after.user + cpu_after.system) - (
+            cpu_before.user + cpu_before.system
+        )
         return result
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
@@ -1051,7 +1076,33 @@ def tables(args: argparse.Namespace, stack: StackResult, baseline: BaselineResul
         "Index worker (main + pool child) RSS growth from the end of the first tenth to the "
         f"end: {number(None if growth is None else growth * 100, '+.1f')} %.",
         "",
+        "CPU of the bulk run by role (user + system, from the first upload to the end), beside "
+        "the baseline's own (one process, one thread):",
+        "",
+        markdown_table(["role", "CPU s", "ms per document"], cpu_rows(stack, baseline)),
+        "",
     ]
+
+
+def cpu_rows(stack: StackResult, baseline: BaselineResult) -> list[list[str]]:
+    spent = stack.rss.cpu_by_role()
+    rows = [
+        [role, number(spent[role]), number(1000 * spent[role] / max(1, stack.docs), ".2f")]
+        for role in ROLES
+        if spent.get(role, 0) > 0
+    ]
+    total = sum(spent.values())
+    rows.append(
+        ["all of ldims serve", number(total), number(1000 * total / max(1, stack.docs), ".2f")]
+    )
+    rows.append(
+        [
+            "in-process baseline",
+            number(baseline.cpu_seconds),
+            number(1000 * baseline.cpu_seconds / max(1, baseline.docs), ".2f"),
+        ]
+    )
+    return rows
 
 
 def section(

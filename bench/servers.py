@@ -104,6 +104,19 @@ class ProcessTree:
                 found[process.pid] = (self._role(process), process.memory_info().rss)
         return found
 
+    def cpu(self) -> dict[int, tuple[str, float]]:
+        """pid -> (role, CPU seconds so far, user + system) of every process alive in the tree."""
+        found: dict[int, tuple[str, float]] = {}
+        try:
+            processes = [self.root, *self.root.children(recursive=True)]
+        except psutil.Error:
+            return found
+        for process in processes:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                found[process.pid] = (self._role(process), times.user + times.system)
+        return found
+
     def _role(self, process: psutil.Process) -> str:
         if process.pid == self.root.pid:
             return "api"
