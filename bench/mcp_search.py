@@ -9,7 +9,7 @@ What it measures
    ``BlobStore.writer``, the type from ``detect_format``, a ``queued`` catalog row whose id is
    ``content_document_id`` (a second file with the same bytes is a duplicate, as at upload),
    then ``workers.pipeline.run_extract`` (the :class:`ExtractionSandbox` child, default limits)
-   and ``run_index`` (``indexed_document`` + ``DocumentIndex.replace_document``: one commit per
+   and ``run_index_batch`` of one document (``indexed_document`` + one commit per
    document, as the index worker leaves the index; ``--optimize`` merges it first). A
    ``ProcessingError`` ends the document ``failed`` through ``record_failure``, as the task
    would; a transient one is retried twice first. Every document belongs to tenant ``bench``
@@ -120,7 +120,7 @@ from ldims.documents import content_document_id
 from ldims.errors import ProcessingError, TransientError
 from ldims.settings import Settings
 from workers.extraction import detect_format
-from workers.pipeline import Runtime, record_failure, run_extract, run_index
+from workers.pipeline import IndexJob, Runtime, record_failure, run_extract, run_index_batch
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT.parent / "shared" / "corpus" / "docs"
@@ -151,8 +151,8 @@ class CorpusFacts:
     segments: int = 0
     seconds: float = 0.0
     extract_seconds: float = 0.0  # inside run_extract
-    index_seconds: float = 0.0  # inside run_index
-    slowest_index: tuple[str, float] = ("", 0.0)  # the file whose run_index took longest
+    index_seconds: float = 0.0  # inside run_index_batch
+    slowest_index: tuple[str, float] = ("", 0.0)  # the file whose run_index_batch took longest
     optimized: bool = False
     # (document type, collection, submitter, created) of the indexed documents: filter values
     metadata: list[tuple[str, str, str, date]] = field(default_factory=list)
@@ -220,7 +220,10 @@ def process(rt: Runtime, document_id: str, sha256: str, facts: CorpusFacts) -> s
             if extracted:
                 started = time.perf_counter()
                 try:
-                    run_index(rt, document_id, sha256)
+                    job = IndexJob(document_id, sha256)
+                    later = run_index_batch(rt, [job], rt.settings.index_batch_max_bytes)
+                    if job in later:
+                        raise later[job]
                 finally:
                     facts.index_seconds += time.perf_counter() - started
             return None
@@ -756,7 +759,7 @@ def corpus_line(facts: CorpusFacts) -> str:
         f"segment(s), {merge}), {sum(facts.failed.values())} failed ({failed}), "
         f"{facts.duplicates} duplicate(s) of another file's bytes; the ingest took "
         f"{facts.seconds:.1f}s (not counted): {facts.extract_seconds:.1f}s in `run_extract`, "
-        f"{facts.index_seconds:.1f}s in `run_index` (the longest: {facts.slowest_index[0]}, "
+        f"{facts.index_seconds:.1f}s in `run_index_batch` (the longest: {facts.slowest_index[0]}, "
         f"{facts.slowest_index[1]:.1f}s)."
     )
 
