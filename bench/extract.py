@@ -60,7 +60,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from report import DASH, machine_line
+from report import DASH, machine_line, publish
 
 # LDIMS, pdfplumber and pypdfium2 are imported inside the functions that use them: the
 # pdfplumber baseline child runs this same file, and its peak RSS must be pdfplumber's alone.
@@ -662,11 +662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     worker = run_worker(files, args)
     comparison = compare_pdfs(worker, args)
     text = report(worker, comparison, args, time.perf_counter() - started)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 0
 
 

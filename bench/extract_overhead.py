@@ -63,7 +63,7 @@ from pathlib import Path
 
 import psutil
 from ingest import make_documents
-from report import machine_line, markdown_table, ms, percentile
+from report import machine_line, markdown_table, ms, percentile, publish
 
 from ldims.errors import ProcessingError
 from workers.extraction import ExtractionLimits, ExtractionSandbox, detect_format, extract_file
@@ -393,11 +393,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_child("sandbox, warm child", repeated, limits),
     ]
     text = report(modes, corpus, corpus_files, components, args, time.perf_counter() - started)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 0
 
 

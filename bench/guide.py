@@ -86,7 +86,7 @@ from mcp_load import (
     timed_call,
     wait_ready,
 )
-from report import DASH, machine_line, markdown_table, ms, percentile
+from report import DASH, machine_line, markdown_table, ms, percentile, publish
 from servers import Server, free_port, launch
 
 from ldims.caller import TENANT_HEADER
@@ -686,11 +686,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     text = report(args, guide, echo, engine, problems)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     errors = [calls.errors for phase in (guide, echo, engine) for calls in phase.tools.values()]
     return 1 if any(sum(counter.values()) for counter in errors) else 0
 

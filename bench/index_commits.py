@@ -51,7 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from ingest import make_documents
-from report import machine_line, markdown_table, ms, percentile
+from report import machine_line, markdown_table, ms, percentile, publish
 from whoosh.query import Term
 from whoosh.reading import SegmentReader
 from whoosh.writing import IndexWriter
@@ -345,11 +345,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = report(args, results, ids_lines)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 0
 
 

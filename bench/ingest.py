@@ -90,7 +90,7 @@ from pathlib import Path
 
 import httpx
 import psutil
-from report import DASH, machine_line, markdown_table, ms, percentile, ratio, tenth_rates
+from report import DASH, machine_line, markdown_table, ms, percentile, publish, ratio, tenth_rates
 from servers import ROLES, ProcessTree, Server, free_port, launch
 
 from indexer import DocumentIndex, IndexedDocument
@@ -1184,11 +1184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             phases.append((title, lines))
             ok = ok and finished
     text = report(args, phases)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 0 if ok else 1
 
 

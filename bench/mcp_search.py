@@ -109,7 +109,7 @@ from mcp_load import (
     timed_call,
     wait_ready,
 )
-from report import DASH, machine_line, markdown_table, ms, percentile
+from report import DASH, machine_line, markdown_table, ms, percentile, publish
 from servers import Server, free_port, launch
 
 from indexer import DocumentIndex, QueryUnprocessable, SearchRequest
@@ -897,11 +897,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             stop_server(server)
         shutil.rmtree(data_dir, ignore_errors=True)
     text = report(args, facts, phases, baseline, queries, protocol, tools)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 0 if all(ok for ok, _ in verdicts(phases)) else 1
 
 

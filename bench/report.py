@@ -115,3 +115,12 @@ def ratio(numerator: float | None, denominator: float | None) -> float | None:
     if numerator is None or not denominator:
         return None
     return numerator / denominator
+
+
+def publish(text: str, path: Path) -> None:
+    """Print a benchmark's report and write it to ``path`` (overwritten)."""
+    print()
+    print(text)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    print(f"written to {path}")

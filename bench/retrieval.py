@@ -80,7 +80,7 @@ from pathlib import Path
 
 import bm25s
 import rjieba
-from report import machine_line, markdown_table, ms, percentile
+from report import machine_line, markdown_table, ms, percentile, publish
 
 from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer, warm_up
@@ -817,11 +817,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     text = report(args, quality, scale)
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 0 if all(verdicts) else 1
 
 

@@ -92,7 +92,7 @@ from mcp_load import (
     wait_ready,
 )
 from psycopg import sql as pgsql
-from report import DASH, machine_line, markdown_table, ms, percentile
+from report import DASH, machine_line, markdown_table, ms, percentile, publish
 from servers import Server, free_port, launch
 
 from ldims.caller import TENANT_HEADER
@@ -596,11 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         drop_database(name)
         shutil.rmtree(data_dir, ignore_errors=True)
     text = report(args, phases, make_queries(args.queries, args.rows, args.seed))
-    print()
-    print(text)
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(text, encoding="utf-8")
-    print(f"written to {RESULTS}")
+    publish(text, RESULTS)
     return 1 if any(sum(p.errors.values()) for p in phases) else 0
 
 
