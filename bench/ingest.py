@@ -579,12 +579,15 @@ class RssSamples:
 
     def run(self, tree: ProcessTree, clock: Clock) -> None:
         while True:
-            self.samples.append((clock(), tree.rss()))
+            seen = tree.sample()
+            self.samples.append(
+                (clock(), {pid: (role, rss) for pid, (role, rss, _) in seen.items()})
+            )
             if self.mark.is_set() and self.cpu_at_mark is None:
-                self.cpu_at_mark = tree.cpu()
-            self.cpu_last.update(tree.cpu())
+                self.cpu_at_mark = _cpu_of(seen)
+            self.cpu_last.update(_cpu_of(seen))
             if self.stop.wait(self.every):
-                self.cpu_last.update(tree.cpu())
+                self.cpu_last.update(_cpu_of(tree.sample()))
                 return
 
     def cpu_by_role(self) -> dict[str, float]:
@@ -613,6 +616,10 @@ class RssSamples:
 
     def peak(self, role: str) -> int | None:
         return max((by_role(ps).get(role, 0) for _, ps in self.samples), default=None)
+
+
+def _cpu_of(seen: dict[int, tuple[str, int, float]]) -> dict[int, tuple[str, float]]:
+    return {pid: (role, cpu) for pid, (role, _, cpu) in seen.items()}
 
 
 def by_role(processes: dict[int, tuple[str, int]]) -> dict[str, int]:

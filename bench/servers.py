@@ -91,9 +91,10 @@ class ProcessTree:
         self.root = psutil.Process(pid)
         self.beat_pids: set[int] = set()
 
-    def rss(self) -> dict[int, tuple[str, int]]:
-        """pid -> (role, resident set size in bytes) of every process alive in the tree."""
-        found: dict[int, tuple[str, int]] = {}
+    def sample(self) -> dict[int, tuple[str, int, float]]:
+        """pid -> (role, resident set size in bytes, CPU seconds so far: user + system) of
+        every process alive in the tree."""
+        found: dict[int, tuple[str, int, float]] = {}
         try:
             processes = [self.root, *self.root.children(recursive=True)]
         except psutil.Error:
@@ -101,20 +102,9 @@ class ProcessTree:
         self._find_beat(processes)
         for process in processes:
             with contextlib.suppress(psutil.Error):
-                found[process.pid] = (self._role(process), process.memory_info().rss)
-        return found
-
-    def cpu(self) -> dict[int, tuple[str, float]]:
-        """pid -> (role, CPU seconds so far, user + system) of every process alive in the tree."""
-        found: dict[int, tuple[str, float]] = {}
-        try:
-            processes = [self.root, *self.root.children(recursive=True)]
-        except psutil.Error:
-            return found
-        for process in processes:
-            with contextlib.suppress(psutil.Error):
                 times = process.cpu_times()
-                found[process.pid] = (self._role(process), times.user + times.system)
+                cpu = times.user + times.system
+                found[process.pid] = (self._role(process), process.memory_info().rss, cpu)
         return found
 
     def _role(self, process: psutil.Process) -> str:
