@@ -221,7 +221,7 @@ def process(rt: Runtime, document_id: str, sha256: str, facts: CorpusFacts) -> s
                 started = time.perf_counter()
                 try:
                     job = IndexJob(document_id, sha256)
-                    later = run_index_batch(rt, [job], rt.settings.index_batch_max_bytes)
+                    later = run_index_batch(rt, [job])
                     if job in later:
                         raise later[job]
                 finally:

@@ -260,7 +260,7 @@ def test_completed_document_whose_extraction_vanished_is_409(
     rt = pipeline.Runtime(settings)
     with rt.sandbox:
         assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
-    assert pipeline.run_index_batch(rt, [pipeline.IndexJob(doc_id, sha)], 2**26) == {}
+    assert pipeline.run_index_batch(rt, [pipeline.IndexJob(doc_id, sha)]) == {}
     assert client.get(f"/api/documents/{doc_id}/content").json()["text"] == "short lived"
     rt.extracts.delete(sha)
     body = assert_error(

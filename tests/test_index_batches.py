@@ -24,8 +24,6 @@ from workers import pipeline
 from workers.extraction import ExtractionResult, Page
 from workers.pipeline import IndexJob, run_index_batch
 
-MANY_BYTES = 64 * 1024 * 1024
-
 
 @pytest.fixture
 def rt(tmp_path: Path) -> Iterator[pipeline.Runtime]:
@@ -88,7 +86,7 @@ def generation(rt: pipeline.Runtime) -> int:
 def test_a_batch_is_one_commit_and_completes_every_document(rt: pipeline.Runtime) -> None:
     jobs = [add(rt, f"d{n}", f"ledger number{n} archived") for n in range(20)]
     before = generation(rt)
-    assert run_index_batch(rt, jobs, MANY_BYTES) == {}
+    assert run_index_batch(rt, jobs) == {}
     assert generation(rt) == before + 1
     assert {status(rt, job.document_id)[0] for job in jobs} == {"completed"}
     assert found(rt.index, "ledger") == {job.document_id for job in jobs}
@@ -100,7 +98,8 @@ def test_the_bytes_bound_splits_a_batch_into_commits(rt: pipeline.Runtime) -> No
     size = rt.extracts.path(jobs[0].sha256, "text/plain").stat().st_size
     before = generation(rt)
     # Room for two results per commit: three commits.
-    assert run_index_batch(rt, jobs, 2 * size + size // 2) == {}
+    rt.settings = rt.settings.model_copy(update={"index_batch_max_bytes": 2 * size + size // 2})
+    assert run_index_batch(rt, jobs) == {}
     assert generation(rt) == before + 3
     assert found(rt.index, "invoice") == {job.document_id for job in jobs}
 
@@ -116,7 +115,7 @@ def test_each_document_has_its_own_outcome(rt: pipeline.Runtime) -> None:
     deleted = IndexJob("gone", "1" * 64)  # no such document any more
     jobs = [good[0], not_extracted, corrupt, good[1], unwritable, stale, deleted, good[2], good[0]]
 
-    later = run_index_batch(rt, jobs, MANY_BYTES)
+    later = run_index_batch(rt, jobs)
 
     # Only the one whose extraction is missing is for later (transient), nothing else.
     assert list(later) == [not_extracted] and later[not_extracted].code == "INDEX_ERROR"
@@ -174,7 +173,7 @@ def test_a_document_deleted_while_its_batch_is_written_leaves_no_chunks(
 
     real = rt.index
     rt.__dict__["index"] = _RacingIndex(real, delete_removed)
-    assert run_index_batch(rt, [kept, removed], MANY_BYTES) == {}
+    assert run_index_batch(rt, [kept, removed]) == {}
     assert status(rt, "kept")[0] == "completed"
     assert found(real, "retention") == {"kept"}
     assert real.chunk_count("removed") == 0
@@ -197,11 +196,11 @@ def test_a_document_replaced_while_its_batch_is_written_ends_with_its_new_versio
 
     real = rt.index
     rt.__dict__["index"] = _RacingIndex(real, replace)
-    assert run_index_batch(rt, [old], MANY_BYTES) == {}
+    assert run_index_batch(rt, [old]) == {}
     # The old version's commit landed, but the catalog waits for the new one: not completed.
     assert status(rt, "doc") == ("processing", None)
     rt.__dict__["index"] = real
-    assert run_index_batch(rt, [old, IndexJob("doc", new_sha)], MANY_BYTES) == {}
+    assert run_index_batch(rt, [old, IndexJob("doc", new_sha)]) == {}
     assert status(rt, "doc") == ("completed", None)
     assert real.indexed_versions("doc") == {2}
     assert found(real, "second") == {"doc"} and found(real, "first") == set()

@@ -215,11 +215,9 @@ class _Loaded:
     indexed: IndexedDocument
 
 
-def run_index_batch(
-    rt: Runtime, jobs: Sequence[IndexJob], max_bytes: int
-) -> dict[IndexJob, ProcessingError]:
+def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, ProcessingError]:
     """Index the versions ``jobs`` name and mark each document completed, in as few commits
-    as ``max_bytes`` of extraction results allows.
+    as ``LDIMS_INDEX_BATCH_MAX_BYTES`` of extraction results allows.
 
     Each job's outcome is its own. A job whose document was deleted, replaced or finished
     meanwhile is dropped, as is a second job for the same version. A document that cannot be
@@ -228,6 +226,7 @@ def run_index_batch(
     transient error.
     """
     later: dict[IndexJob, ProcessingError] = {}
+    max_bytes = rt.settings.index_batch_max_bytes
     with rt.catalog.session() as session:
         documents = repository.get_documents(session, {job.document_id for job in jobs})
     chosen: dict[str, IndexJob] = {}

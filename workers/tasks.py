@@ -113,9 +113,7 @@ def index(self: Task, document_id: str, sha256: str) -> None:
         retries[job] = max(retries.get(job, 0), item.retries)
     try:
         later: dict[pipeline.IndexJob, ProcessingError | None] = dict(
-            pipeline.run_index_batch(
-                pipeline.runtime(), list(retries), _settings.index_batch_max_bytes
-            )
+            pipeline.run_index_batch(pipeline.runtime(), list(retries))
         )
     except Exception as exc:  # the batch as a whole (a time limit, the catalog): each alone
         log.warning(
@@ -157,7 +155,7 @@ def _index_later(job: pipeline.IndexJob, error: ProcessingError | None, retries:
 def index_one(self: Task, document_id: str, sha256: str) -> None:
     """Index one version in a commit of its own (a retry, or a document out of a failed batch)."""
     job = pipeline.IndexJob(document_id, sha256)
-    later = pipeline.run_index_batch(pipeline.runtime(), [job], _settings.index_batch_max_bytes)
+    later = pipeline.run_index_batch(pipeline.runtime(), [job])
     if job in later:
         raise later[job]
 
