@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from whoosh import index as whoosh_index
+from whoosh.writing import SegmentWriter
 
 from indexer import (
     Chunk,
@@ -20,6 +21,7 @@ from indexer import (
     QueryUnprocessable,
     SearchRequest,
 )
+from indexer.merging import TieredMerge
 from indexer.schema import build_schema
 from indexer.whoosh_index import _chunk_fields
 from tests.conftest import ROOT
@@ -290,3 +292,44 @@ def test_the_writer_indexes_chunks_as_whoosh_itself_would(tmp_path: Path) -> Non
             for fields in _chunk_fields(doc):
                 writer.add_document(**fields)
     assert index_contents(ours.path) == index_contents(tmp_path / "plain")
+
+
+def test_merges_write_what_whoosh_own_merges_write(tmp_path: Path) -> None:
+    # Merged segments' postings are streamed beside the new chunks' (not copied into Whoosh's
+    # pool): the merged segments must hold exactly what Whoosh's own merge makes of the same
+    # commits, deleted chunks dropped, through the tiered policy and the full optimize.
+    policy = TieredMerge(factor=2, base=1)
+    commits = [
+        [
+            document(f"d{n}", f"Документ {n}: 北京 report{n} shared words\fpage two {n}")
+            for n in range(4)
+        ],
+        [document("d1", "Версия 2: 上海 replaced text", version=2), document("d5", "five 五")],
+        [document("d6", "six шесть"), document("d0", "zero again ноль", version=2)],
+        [document("d7", "seven", language="en")],
+    ]
+    deletes = [[], ["d2"], [], ["d5"]]
+    ours = DocumentIndex(tmp_path / "ours", merge_policy=policy)
+    (tmp_path / "plain").mkdir()
+    plain = whoosh_index.create_in(str(tmp_path / "plain"), build_schema())
+    for docs, gone in zip(commits, deletes, strict=True):
+        with ours.batch() as batch:
+            for doc in docs:
+                batch.replace(doc)
+            for doc_id in gone:
+                batch.delete(doc_id)
+        writer = SegmentWriter(plain)
+        for doc in docs:
+            writer.delete_by_term("document_id", doc.document_id)
+            for fields in _chunk_fields(doc):
+                writer.add_document(**fields)
+        for doc_id in gone:
+            writer.delete_by_term("document_id", doc_id)
+        writer.commit(mergetype=policy)
+        assert index_contents(ours.path) == index_contents(tmp_path / "plain")
+    with ours.searcher() as searcher:
+        assert len(searcher.leaf_searchers()) < len(commits)  # the policy did merge
+    ours.optimize()
+    SegmentWriter(plain).commit(optimize=True)
+    assert index_contents(ours.path) == index_contents(tmp_path / "plain")
+    assert ids(ours, "上海") == ["d1"] and ids(ours, "report2") == []

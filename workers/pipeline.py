@@ -30,6 +30,7 @@ from workers.extraction import (
 )
 from workers.extracts import ExtractStore
 from workers.fetch import fetch_to_store
+from workers.heap import release_free_memory
 
 log = logging.getLogger(__name__)
 
@@ -268,6 +269,9 @@ def _write(rt: Runtime, part: list[_Loaded], later: dict[IndexJob, ProcessingErr
         for loaded in part:
             later[loaded.job] = error
         return
+    finally:
+        # A commit (and its merge) leaves the long-lived writer's heap free but scattered.
+        release_free_memory()
     written = [loaded for loaded in part if loaded not in failed]
     for loaded in failed:
         try:
@@ -424,6 +428,8 @@ def optimize_index(rt: Runtime) -> None:
         rt.index.optimize()
     except IndexBusy as exc:
         raise TransientError("INDEX_BUSY", str(exc)) from exc
+    finally:
+        release_free_memory()
 
 
 def record_failure(

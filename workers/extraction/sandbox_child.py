@@ -7,8 +7,6 @@ running across jobs (parsers and models load once) and exits when the worker goe
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 import os
 import signal
@@ -22,6 +20,7 @@ import psutil
 
 from ldims.errors import ProcessingError
 from ldims.logs import setup_logging
+from workers.heap import release_free_memory
 
 
 def _child_main(conn: Connection, parent_pid: int) -> None:
@@ -86,25 +85,11 @@ class _Heap:
     def after_file(self) -> None:
         self._files += 1
         if self._files >= self._RELEASE_EVERY or self._rss() - self._rest > self._GROWTH:
-            gc.collect()
-            if _LIBC is not None:
-                _LIBC.malloc_trim(0)
+            release_free_memory(collect=True)
             self._files, self._rest = 0, self._rss()
 
     def _rss(self) -> int:
         return int(self._process.memory_info().rss)
-
-
-def _load_libc() -> ctypes.CDLL | None:
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.malloc_trim  # noqa: B018 - glibc only; musl has no malloc_trim
-    except (OSError, AttributeError):
-        return None
-    return libc
-
-
-_LIBC = _load_libc()
 
 
 def _parser_failure(exc: Exception) -> str:
