@@ -69,8 +69,12 @@ def make_celery(settings: Settings) -> Celery:
         task_time_limit=settings.task_time_limit_seconds,
         worker_prefetch_multiplier=1,
         worker_max_memory_per_child=settings.worker_max_memory_mib * 1024,
+        # Flower follows a task from the worker's events (received, started, succeeded…).
+        # The producer's own "sent" event cost a fifth of every publish (~0.4 ms of each
+        # upload and of each extract task); the backlog is the queue length on Flower's
+        # Broker page.
         worker_send_task_events=True,
-        task_send_sent_event=True,
+        task_send_sent_event=False,
         worker_hijack_root_logger=False,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         broker_connection_retry_on_startup=True,

@@ -210,7 +210,9 @@ class Intake:
                     if repository.get_document(session, document_id) is not None:
                         # That id now holds other content (updated since): take a fresh one.
                         document_id = "doc_" + secrets.token_hex(10)
-                existing = repository.get_document(session, document_id)
+                    existing = None  # looked up above (a fresh id's clash fails the insert)
+                else:
+                    existing = repository.get_document(session, document_id)
                 if existing is None:
                     document = self._new_document(tenant, document_id, meta, fields)
                     session.add(document)
