@@ -493,7 +493,7 @@ def searchable(client: httpx.Client, word: str) -> set[str]:
     ids, total = search_page(client, word)
     while len(ids) < total:
         more, total = search_page(client, word, len(ids))
-        if not more:
+        if not more - ids:  # nothing new (results moved between pages): ask again next round
             break
         ids |= more
     return ids
