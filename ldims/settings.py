@@ -170,6 +170,18 @@ class Settings(BaseSettings):
         description="How often the index worker merges the index's segments (never on a write, "
         "and not while documents wait for the index).",
     )
+    extract_batch_max_documents: int = Field(
+        default=32,
+        ge=1,
+        description="Most documents one extract task takes: the one it was given and those "
+        "waiting behind it, each extracted alone in the extractor process.",
+    )
+    extract_batch_max_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        description="An extract task takes no further waiting document after this long (so a "
+        "batch stays well inside the task's time limit).",
+    )
     index_batch_max_documents: int = Field(
         default=256,
         ge=1,
@@ -379,8 +391,14 @@ class Settings(BaseSettings):
         # A countdown beyond the visibility timeout makes Redis deliver the task twice.
         # The extractor's own wall time must end first, so the file fails TIMEOUT with a clear
         # reason instead of the task being killed.
-        if self.extract_timeout_seconds >= self.task_soft_time_limit_seconds:
-            raise ValueError("extract_timeout_seconds must be below task_soft_time_limit_seconds")
+        if (
+            self.extract_timeout_seconds + self.extract_batch_max_seconds
+            >= self.task_soft_time_limit_seconds
+        ):
+            raise ValueError(
+                "extract_timeout_seconds + extract_batch_max_seconds must be below "
+                "task_soft_time_limit_seconds"
+            )
         if self.retry_backoff_max_seconds >= self.broker_visibility_timeout_seconds:
             raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
         return self

@@ -262,6 +262,7 @@ def test_kill_9_of_the_index_worker_mid_batch_loses_and_doubles_nothing(
         stuck_after_seconds=30,
         reconcile_interval_seconds=2,
         index_batch_max_documents=BATCH,
+        extract_batch_max_documents=1,  # one index message a document: a batch pulls many
     )
     broker = redis.Redis.from_url(redis_server.url)
     ids = _extracted_backlog(stack, broker)
@@ -285,6 +286,7 @@ def test_a_redis_restart_mid_batch_loses_and_doubles_nothing(
         stuck_after_seconds=5,
         reconcile_interval_seconds=2,
         index_batch_max_documents=BATCH // 3,
+        extract_batch_max_documents=1,
     )
     broker = redis.Redis.from_url(redis_server.url)
     ids = _extracted_backlog(stack, broker)

@@ -19,12 +19,13 @@ def _concurrency(argv: list[str]) -> int:
     ("queues", "concurrency", "processes", "consumed"),
     [
         # the default: once two index processes
-        ("extract,index", None, 1, "extract,index,index-single"),
+        ("extract,index", None, 1, "extract,index,extract-single,index-single"),
         ("index", None, 1, "index,index-single"),
         ("index", 1, 1, "index,index-single"),
-        ("index,extract", 1, 1, "index,extract,index-single"),
-        ("extract", None, 3, "extract"),  # LDIMS_EXTRACT_CONCURRENCY
-        ("extract", 5, 5, "extract"),
+        ("index,extract", 1, 1, "index,extract,extract-single,index-single"),
+        ("extract", None, 3, "extract,extract-single"),  # LDIMS_EXTRACT_CONCURRENCY
+        ("extract", 5, 5, "extract,extract-single"),
+        ("extract-single", 2, 2, "extract-single"),
     ],
 )
 def test_the_index_queue_runs_one_process(

@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from celery import Celery
@@ -52,6 +53,17 @@ class Item:
     args: tuple[Any, ...]
     retries: int = 0
     message: Message | None = None
+    # The broker gave the message back once (its holder died): see pipeline.run_extract.
+    redelivered: bool = False
+    # When a retry's countdown runs out (Celery's ``eta``): a pulled message is not held
+    # back for it, as Celery's own consumer would.
+    eta: datetime | None = None
+
+    def due_in(self) -> float:
+        """Seconds until this item may run (0 when it may now)."""
+        if self.eta is None:
+            return 0.0
+        return max(0.0, (self.eta - datetime.now(UTC)).total_seconds())
 
 
 @dataclass
@@ -91,14 +103,24 @@ class QueueDrain:
         A broker error ends the gathering early: the batch is what was pulled so far.
         """
         batch = Batch([first])
-        started = time.monotonic()
-        try:
-            for item in self._pull(limits.max_items - 1, started + limits.wait_seconds):
-                batch.items.append(item)
-        except Exception:
-            log.warning("could not pull more messages from %s; batch of %d", self.queue, len(batch))
-            self.close()
+        batch.items.extend(self.pull(limits.max_items - 1, limits.wait_seconds))
         return batch
+
+    def pull(self, count: int, wait_seconds: float = 0.0) -> Iterator[Item]:
+        """Up to ``count`` waiting messages, one at a time as the caller asks for the next
+        (what it does not ask for stays in the queue for other workers), waiting at most
+        ``wait_seconds`` for more once the queue is empty.
+
+        A broker error ends the pulling: the items are what was pulled so far.
+        """
+        pulled = 0
+        try:
+            for item in self._pull(count, time.monotonic() + wait_seconds):
+                pulled += 1
+                yield item
+        except Exception:
+            log.warning("could not pull more messages from %s after %d", self.queue, pulled)
+            self.close()
 
     def _pull(self, count: int, wait_until: float) -> Iterator[Item]:
         pulled = 0
@@ -124,7 +146,20 @@ class QueueDrain:
             message.reject(requeue=True)
             return None
         args, _kwargs, _embed = message.payload
-        return Item(tuple(args), int(headers.get("retries") or 0), message)
+        redelivered = bool((message.delivery_info or {}).get("redelivered"))
+        eta = headers.get("eta")
+        return Item(
+            tuple(args),
+            int(headers.get("retries") or 0),
+            message,
+            redelivered,
+            datetime.fromisoformat(eta) if eta else None,
+        )
+
+    @staticmethod
+    def acknowledge(item: Item) -> None:
+        """Acknowledge one pulled item (its outcome is recorded)."""
+        Batch([item]).acknowledge()
 
     def _channel(self) -> Any:
         # A connection per process: the pool child forked from the worker must not share the

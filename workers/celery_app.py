@@ -1,10 +1,12 @@
-"""The Celery application: queues ``extract``, ``index`` and ``index-single``, at-least-once
-delivery.
+"""The Celery application: queues ``extract``, ``extract-single``, ``index`` and
+``index-single``, at-least-once delivery.
 
-``index`` carries only the documents to index, which the index worker writes in batches
-(:mod:`workers.batching` drains it); ``index-single`` carries the writer's other work, one
-task at a time: a document retried alone, deletes, the scheduled optimize and reconciler. The
-index worker consumes both.
+``extract`` carries only the documents to extract: an extract task takes the ones waiting
+behind it too (:mod:`workers.batching`); ``extract-single`` carries webhook downloads and
+documents retried after a backoff, and extract workers consume both. ``index`` carries only
+the documents to index, which the index worker writes in batches; ``index-single`` carries
+the writer's other work, one task at a time: a document retried alone, deletes, the
+scheduled optimize and reconciler. The index worker consumes both.
 
 Tasks are acknowledged late and rejected back to the queue when their worker dies, so a
 killed worker loses nothing; every task is idempotent (keyed by document id + content
@@ -28,7 +30,7 @@ from kombu import Exchange, Queue
 
 from ldims.logs import request_id, setup_logging
 from ldims.settings import Settings, get_settings
-from workers.queues import EXTRACT_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE
+from workers.queues import EXTRACT_QUEUE, EXTRACT_SINGLE_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE
 
 
 def kombu_url(redis_url: str) -> str:
@@ -52,10 +54,11 @@ def make_celery(settings: Settings) -> Celery:
         # Each queue on its own direct exchange: no cross-binding between them.
         task_queues=tuple(
             Queue(name, Exchange(name, type="direct"), routing_key=name)
-            for name in (EXTRACT_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE)
+            for name in (EXTRACT_QUEUE, EXTRACT_SINGLE_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE)
         ),
         task_default_queue=EXTRACT_QUEUE,
         task_routes={
+            "ldims.fetch": {"queue": EXTRACT_SINGLE_QUEUE},
             "ldims.index": {"queue": INDEX_QUEUE},
             "ldims.index_one": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.delete_from_index": {"queue": INDEX_SINGLE_QUEUE},

@@ -12,6 +12,7 @@ also gets Celery's traceback.
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 from celery import Task
@@ -23,6 +24,7 @@ from ldims.errors import ProcessingError, TransientError
 from ldims.settings import get_settings
 from workers import batching, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
+from workers.queues import EXTRACT_SINGLE_QUEUE
 
 log = logging.getLogger(__name__)
 _settings = get_settings()
@@ -33,7 +35,8 @@ _RETRY = {
     "retry_jitter": True,
     "max_retries": _settings.task_max_retries,
 }
-# The index queue's waiting messages, pulled into batches by the index task.
+# The queues' waiting messages, pulled into batches by the extract and index tasks.
+_extract_drain = batching.QueueDrain(app, EXTRACT_QUEUE, "ldims.extract")
 _index_drain = batching.QueueDrain(app, INDEX_QUEUE, "ldims.index")
 
 
@@ -89,18 +92,111 @@ def fetch(self: Task, document_id: str, url: str) -> None:
 
 @app.task(bind=True, base=PipelineTask, name="ldims.extract", **_RETRY)
 def extract(self: Task, document_id: str, sha256: str) -> None:
+    """Extract this version, then the versions waiting behind it in the queue (up to
+    ``LDIMS_EXTRACT_BATCH_MAX_DOCUMENTS``, none started after
+    ``LDIMS_EXTRACT_BATCH_MAX_SECONDS``), each alone in the extractor process with its own
+    outcome; the extracted ones go to the index in few messages.
+
+    One task for many small files spares each the Celery delivery, events and publish that
+    cost more than extracting it (``bench/ingest.py``'s CPU by role).
+    """
+    rt = pipeline.runtime()
     first_delivery = self.request.retries == 0
     # kombu marks a message it gave back (holder died, visibility timeout) as redelivered.
     redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
-    if pipeline.run_extract(pipeline.runtime(), document_id, sha256, first_delivery, redelivered):
-        _send(index, document_id, sha256)
+    ready = _ReadyForIndex()
+    # This one as before: a transient error retries this task (autoretry), nothing pulled yet.
+    if pipeline.run_extract(rt, document_id, sha256, first_delivery, redelivered):
+        ready.add(pipeline.IndexJob(document_id, sha256))
+    started = time.monotonic()
+    current: batching.Item | None = None
+    try:
+        for current in _extract_drain.pull(_settings.extract_batch_max_documents - 1):
+            ready.send_if_waited()
+            if current.due_in() > 0:  # a retry whose backoff has not run out: wait there
+                _later(extract, current.args, None, current.retries, current.due_in())
+                _extract_drain.acknowledge(current)
+            else:
+                _extract_pulled(rt, current, ready)
+            current = None
+            if time.monotonic() - started >= _settings.extract_batch_max_seconds:
+                break
+    except SoftTimeLimitExceeded as exc:  # a pulled document's extraction ran out of time
+        if current is not None:
+            code, message = failure_of(exc)
+            pipeline.record_failure(rt, *current.args, code, message)
+            _extract_drain.acknowledge(current)
+    finally:
+        ready.send()
+
+
+class _ReadyForIndex:
+    """Extracted versions waiting to be sent to the index in one message, with the pulled
+    messages to acknowledge once it is sent (a worker dying before that gives them back)."""
+
+    # How long an extracted document may wait for the others of its batch before it is sent.
+    SEND_AFTER_SECONDS = 0.25
+
+    def __init__(self) -> None:
+        self.jobs: list[pipeline.IndexJob] = []
+        self.pulled: list[batching.Item] = []
+        self.since = 0.0
+
+    def add(self, job: pipeline.IndexJob, pulled: batching.Item | None = None) -> None:
+        if not self.jobs and not self.pulled:
+            self.since = time.monotonic()
+        self.jobs.append(job)
+        if pulled is not None:
+            self.pulled.append(pulled)
+
+    def send_if_waited(self) -> None:
+        if self.jobs and time.monotonic() - self.since >= self.SEND_AFTER_SECONDS:
+            self.send()
+
+    def send(self) -> None:
+        if self.jobs:
+            first, *more = self.jobs
+            args: tuple[Any, ...] = (first.document_id, first.sha256)
+            if more:
+                args += ([[job.document_id, job.sha256] for job in more],)
+            _send(index, *args)
+        batching.Batch(self.pulled).acknowledge()
+        self.jobs, self.pulled = [], []
+
+
+def _extract_pulled(rt: pipeline.Runtime, item: batching.Item, ready: _ReadyForIndex) -> None:
+    """Extract one pulled version and record its outcome, as its own task would have."""
+    document_id, sha256 = item.args
+    try:
+        if pipeline.run_extract(rt, document_id, sha256, item.retries == 0, item.redelivered):
+            ready.add(pipeline.IndexJob(document_id, sha256), item)
+            return
+    except SoftTimeLimitExceeded:
+        raise
+    except TransientError as exc:
+        _later(extract, item.args, exc, item.retries)
+    except Exception as exc:
+        if not isinstance(exc, ProcessingError):
+            log.error("extract %s: unexpected %s", document_id, type(exc).__name__, exc_info=True)
+        code, message = failure_of(exc)
+        pipeline.record_failure(rt, document_id, sha256, code, message)
+    _extract_drain.acknowledge(item)
+
+
+def _index_jobs(args: tuple[Any, ...]) -> list[pipeline.IndexJob]:
+    """The versions an index message names: ``(document_id, sha256[, more])``, ``more`` a
+    list of further ``[document_id, sha256]`` (an extract batch's)."""
+    document_id, sha256, *rest = args
+    more = rest[0] if rest else []
+    return [pipeline.IndexJob(document_id, sha256), *(pipeline.IndexJob(*job) for job in more)]
 
 
 @app.task(bind=True, name="ldims.index")
-def index(self: Task, document_id: str, sha256: str) -> None:
-    """Index this version and the others waiting in the queue, in batches (see
+def index(self: Task, document_id: str, sha256: str, more: list[list[str]] | None = None) -> None:
+    """Index this version (and ``more``) and the others waiting in the queue, in batches (see
     :mod:`workers.batching`); each document's outcome is recorded on its own."""
-    first = batching.Item((document_id, sha256), self.request.retries)
+    args = (document_id, sha256, more) if more else (document_id, sha256)
+    first = batching.Item(args, self.request.retries)
     batch = _index_drain.gather(
         first,
         batching.BatchLimits(
@@ -109,8 +205,8 @@ def index(self: Task, document_id: str, sha256: str) -> None:
     )
     retries: dict[pipeline.IndexJob, int] = {}
     for item in batch.items:
-        job = pipeline.IndexJob(*item.args)
-        retries[job] = max(retries.get(job, 0), item.retries)
+        for job in _index_jobs(item.args):
+            retries[job] = max(retries.get(job, 0), item.retries)
     try:
         later: dict[pipeline.IndexJob, ProcessingError | None] = dict(
             pipeline.run_index_batch(pipeline.runtime(), list(retries))
@@ -123,19 +219,26 @@ def index(self: Task, document_id: str, sha256: str) -> None:
         )
         later = dict.fromkeys(retries)
     for job, error in later.items():
-        _index_later(job, error, retries[job])
+        _later(index_one, (job.document_id, job.sha256), error, retries[job])
     batch.acknowledge()
 
 
-def _index_later(job: pipeline.IndexJob, error: ProcessingError | None, retries: int) -> None:
-    """Send ``job`` to be indexed alone: now after a failed batch (``error`` None), after a
-    backoff for its own transient error, or record its failure when out of retries."""
+def _later(
+    task: Task,
+    args: tuple[Any, ...],
+    error: ProcessingError | None,
+    retries: int,
+    countdown: float = 0.0,
+) -> None:
+    """Send the document ``args`` names to ``task`` alone, on its one-at-a-time queue: after
+    a backoff for its own transient ``error`` (or record its failure when out of retries);
+    without one (a failed batch), after ``countdown``.
+    """
+    document_id, sha256 = args
     if error is not None and retries >= _settings.task_max_retries:
-        pipeline.record_failure(
-            pipeline.runtime(), job.document_id, job.sha256, error.code, error.message
-        )
+        pipeline.record_failure(pipeline.runtime(), document_id, sha256, error.code, error.message)
         return
-    options: dict[str, Any] = {}
+    options: dict[str, Any] = {"retries": retries, "countdown": countdown} if countdown else {}
     if error is not None:
         options = {
             "countdown": get_exponential_backoff_interval(
@@ -143,11 +246,13 @@ def _index_later(job: pipeline.IndexJob, error: ProcessingError | None, retries:
             ),
             "retries": retries + 1,
         }
+    if task is extract:
+        options["queue"] = EXTRACT_SINGLE_QUEUE
     try:
-        index_one.apply_async(args=(job.document_id, job.sha256), **options)
+        task.apply_async(args=args, **options)
     except OperationalError:
         log.warning(
-            "could not publish index_one for %s; the reconciler will re-drive it", job.document_id
+            "could not publish %s for %s; the reconciler will re-drive it", task.name, document_id
         )
 
 

@@ -8,7 +8,7 @@ import click
 
 from ldims.logs import setup_logging
 from ldims.settings import Settings, get_settings
-from workers.queues import INDEX_QUEUE, INDEX_SINGLE_QUEUE
+from workers.queues import EXTRACT_QUEUE, EXTRACT_SINGLE_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE
 
 
 @click.group()
@@ -80,6 +80,8 @@ def worker_argv(
         raise ValueError("give at least one queue")
     if INDEX_SINGLE_QUEUE in names and INDEX_QUEUE not in names:
         raise ValueError(f"{INDEX_SINGLE_QUEUE} is consumed with the index queue: --queues index")
+    if EXTRACT_QUEUE in names and EXTRACT_SINGLE_QUEUE not in names:
+        names.append(EXTRACT_SINGLE_QUEUE)  # downloads and retries ride with extraction
     if INDEX_QUEUE in names:
         # The writer's one-at-a-time work (deletes, retries alone, optimize, reconciler) rides
         # with the index queue, in the same single process.
