@@ -104,6 +104,16 @@ def test_the_bytes_bound_splits_a_batch_into_commits(rt: pipeline.Runtime) -> No
     assert found(rt.index, "invoice") == {job.document_id for job in jobs}
 
 
+def test_the_documents_bound_splits_a_batch_into_commits(rt: pipeline.Runtime) -> None:
+    # An index message may name a whole extract batch: a commit still takes at most the bound.
+    jobs = [add(rt, f"d{n}", f"receipt {n}") for n in range(7)]
+    before = generation(rt)
+    rt.settings = rt.settings.model_copy(update={"index_batch_max_documents": 3})
+    assert run_index_batch(rt, jobs) == {}
+    assert generation(rt) == before + 3  # 3 + 3 + 1
+    assert found(rt.index, "receipt") == {job.document_id for job in jobs}
+
+
 def test_each_document_has_its_own_outcome(rt: pipeline.Runtime) -> None:
     good = [add(rt, f"good{n}", f"budget review {n}") for n in range(3)]
     not_extracted = add(rt, "pending", "budget pending", extract=False)

@@ -1,11 +1,11 @@
 """Batches of a queue's tasks: the message Celery delivered, plus the ones waiting behind it.
 
 Celery hands a worker one message at a time (prefetch 1, acks late). A batch stage (the index
-writer; the embed stage of semantic search next) takes that message, pulls the messages
-waiting in the same queue straight from the broker — up to a count, for at most a short wait
-when the queue runs dry — does one unit of work for all of them, and acknowledges the pulled
-ones only after each one's outcome is recorded. Celery acknowledges the delivered one when the
-task returns.
+writer, the extract workers; the embed stage of semantic search next) takes that message,
+pulls the messages waiting in the same queue straight from the broker, one at a time as it
+asks for them — up to a count, for at most a short wait when the queue runs dry — and
+acknowledges each pulled one only after its outcome is recorded. Celery acknowledges the
+delivered one when the task returns.
 
 Why nothing is lost or doubled: a pulled message sits in the broker's unacknowledged set
 exactly like a delivered one, so a worker killed mid-batch gives every message back (after
@@ -34,15 +34,6 @@ log = logging.getLogger(__name__)
 
 # How often an empty queue is asked again while a batch waits for more.
 _POLL_SECONDS = 0.02
-
-
-@dataclass(frozen=True)
-class BatchLimits:
-    """How much one batch takes: ``max_items`` messages, waiting at most ``wait_seconds``
-    for more once the queue is empty."""
-
-    max_items: int
-    wait_seconds: float
 
 
 @dataclass
@@ -96,15 +87,6 @@ class QueueDrain:
         self.task_name = task_name
         self._connection: Connection | None = None
         self._pid = 0
-
-    def gather(self, first: Item, limits: BatchLimits) -> Batch:
-        """``first`` and what waits behind it, within ``limits``.
-
-        A broker error ends the gathering early: the batch is what was pulled so far.
-        """
-        batch = Batch([first])
-        batch.items.extend(self.pull(limits.max_items - 1, limits.wait_seconds))
-        return batch
 
     def pull(self, count: int, wait_seconds: float = 0.0) -> Iterator[Item]:
         """Up to ``count`` waiting messages, one at a time as the caller asks for the next

@@ -218,7 +218,8 @@ class _Loaded:
 
 def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, ProcessingError]:
     """Index the versions ``jobs`` name and mark each document completed, in as few commits
-    as ``LDIMS_INDEX_BATCH_MAX_BYTES`` of extraction results allows.
+    as ``LDIMS_INDEX_BATCH_MAX_BYTES`` of extraction results and
+    ``LDIMS_INDEX_BATCH_MAX_DOCUMENTS`` a commit allow.
 
     Each job's outcome is its own. A job whose document was deleted, replaced or finished
     meanwhile is dropped, as is a second job for the same version. A document that cannot be
@@ -228,6 +229,9 @@ def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, Pro
     """
     later: dict[IndexJob, ProcessingError] = {}
     max_bytes = rt.settings.index_batch_max_bytes
+    # An index message may name many documents (an extract batch's): the bound on a commit's
+    # documents holds here, not only on the messages a batch pulls.
+    max_documents = rt.settings.index_batch_max_documents
     with rt.catalog.session() as session:
         documents = repository.get_documents(session, {job.document_id for job in jobs})
     chosen: dict[str, IndexJob] = {}
@@ -244,7 +248,7 @@ def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, Pro
         except FileNotFoundError:
             later[job] = TransientError("INDEX_ERROR", "The extraction result is not there yet.")
             continue
-        if part and size + nbytes > max_bytes:
+        if part and (size + nbytes > max_bytes or len(part) >= max_documents):
             _write(rt, part, later)
             part, size = [], 0
         try:

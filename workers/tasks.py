@@ -196,13 +196,16 @@ def index(self: Task, document_id: str, sha256: str, more: list[list[str]] | Non
     """Index this version (and ``more``) and the others waiting in the queue, in batches (see
     :mod:`workers.batching`); each document's outcome is recorded on its own."""
     args = (document_id, sha256, more) if more else (document_id, sha256)
-    first = batching.Item(args, self.request.retries)
-    batch = _index_drain.gather(
-        first,
-        batching.BatchLimits(
-            _settings.index_batch_max_documents, _settings.index_batch_wait_seconds
-        ),
-    )
+    batch = batching.Batch([batching.Item(args, self.request.retries)])
+    limit = _settings.index_batch_max_documents
+    documents = len(_index_jobs(args))
+    # Messages until the batch names ``limit`` documents (a message may name many).
+    if documents < limit:
+        for item in _index_drain.pull(limit - 1, _settings.index_batch_wait_seconds):
+            batch.items.append(item)
+            documents += len(_index_jobs(item.args))
+            if documents >= limit:
+                break
     retries: dict[pipeline.IndexJob, int] = {}
     for item in batch.items:
         for job in _index_jobs(item.args):
