@@ -111,14 +111,15 @@ def extract(self: Task, document_id: str, sha256: str) -> None:
     started = time.monotonic()
     current: batching.Item | None = None
     try:
-        for current in _extract_drain.pull(_settings.extract_batch_max_documents - 1):
+        for item in _extract_drain.pull(_settings.extract_batch_max_documents - 1):
             ready.send_if_waited()
-            if current.due_in() > 0:  # a retry whose backoff has not run out: wait there
-                _later(extract, current.args, None, current.retries, current.due_in())
-                _extract_drain.acknowledge(current)
+            if item.due_in() > 0:  # a retry whose backoff has not run out: wait there
+                _later(extract, item.args, None, item.retries, item.due_in())
+                _extract_drain.acknowledge(item)
             else:
-                _extract_pulled(rt, current, ready)
-            current = None
+                current = item
+                _extract_pulled(rt, item, ready)
+                current = None
             if time.monotonic() - started >= _settings.extract_batch_max_seconds:
                 break
     except SoftTimeLimitExceeded as exc:  # a pulled document's extraction ran out of time
