@@ -36,6 +36,12 @@ log = logging.getLogger(__name__)
 _POLL_SECONDS = 0.02
 
 
+def redelivered(delivery_info: dict[str, Any] | None) -> bool:
+    """Whether kombu gave this message back once (its holder died, or the visibility timeout
+    passed): the document's last attempt was interrupted (see ``pipeline.run_extract``)."""
+    return bool((delivery_info or {}).get("redelivered"))
+
+
 @dataclass
 class Item:
     """One task of a batch: its arguments, its retries so far, and its broker message (None
@@ -56,6 +62,18 @@ class Item:
             return 0.0
         return max(0.0, (self.eta - datetime.now(UTC)).total_seconds())
 
+    def acknowledge(self) -> bool:
+        """Acknowledge a pulled message (its outcome is recorded); False when Redis is away
+        (the message comes back, and its task finds nothing left to do)."""
+        if self.message is None:
+            return True
+        try:
+            self.message.ack()
+        except Exception:
+            log.warning("could not acknowledge a batched message; it will be redelivered")
+            return False
+        return True
+
 
 @dataclass
 class Batch:
@@ -67,15 +85,9 @@ class Batch:
         return len(self.items)
 
     def acknowledge(self) -> None:
-        """Acknowledge the pulled messages (their outcomes are recorded)."""
-        for item in self.items:
-            if item.message is None:
-                continue
-            try:
-                item.message.ack()
-            except Exception:  # Redis went away: the message comes back, its task is a no-op
-                log.warning("could not acknowledge a batched message; it will be redelivered")
-                return
+        """Acknowledge the pulled messages (their outcomes are recorded); stops at the first
+        that fails (Redis is away: the others come back too)."""
+        all(item.acknowledge() for item in self.items)
 
 
 class QueueDrain:
@@ -128,20 +140,14 @@ class QueueDrain:
             message.reject(requeue=True)
             return None
         args, _kwargs, _embed = message.payload
-        redelivered = bool((message.delivery_info or {}).get("redelivered"))
         eta = headers.get("eta")
         return Item(
             tuple(args),
             int(headers.get("retries") or 0),
             message,
-            redelivered,
+            redelivered(message.delivery_info),
             datetime.fromisoformat(eta) if eta else None,
         )
-
-    @staticmethod
-    def acknowledge(item: Item) -> None:
-        """Acknowledge one pulled item (its outcome is recorded)."""
-        Batch([item]).acknowledge()
 
     def _channel(self) -> Any:
         # A connection per process: the pool child forked from the worker must not share the

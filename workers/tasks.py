@@ -102,8 +102,7 @@ def extract(self: Task, document_id: str, sha256: str) -> None:
     """
     rt = pipeline.runtime()
     first_delivery = self.request.retries == 0
-    # kombu marks a message it gave back (holder died, visibility timeout) as redelivered.
-    redelivered = bool((self.request.delivery_info or {}).get("redelivered"))
+    redelivered = batching.redelivered(self.request.delivery_info)
     ready = _ReadyForIndex()
     # This one as before: a transient error retries this task (autoretry), nothing pulled yet.
     if pipeline.run_extract(rt, document_id, sha256, first_delivery, redelivered):
@@ -115,7 +114,7 @@ def extract(self: Task, document_id: str, sha256: str) -> None:
             ready.send_if_waited()
             if item.due_in() > 0:  # a retry whose backoff has not run out: wait there
                 _later(extract, item.args, None, item.retries, item.due_in())
-                _extract_drain.acknowledge(item)
+                item.acknowledge()
             else:
                 current = item
                 _extract_pulled(rt, item, ready)
@@ -126,7 +125,7 @@ def extract(self: Task, document_id: str, sha256: str) -> None:
         if current is not None:
             code, message = failure_of(exc)
             pipeline.record_failure(rt, *current.args, code, message)
-            _extract_drain.acknowledge(current)
+            current.acknowledge()
     finally:
         ready.send()
 
@@ -144,7 +143,7 @@ class _ReadyForIndex:
         self.since = 0.0
 
     def add(self, job: pipeline.IndexJob, pulled: batching.Item | None = None) -> None:
-        if not self.jobs and not self.pulled:
+        if not self.jobs:
             self.since = time.monotonic()
         self.jobs.append(job)
         if pulled is not None:
@@ -181,7 +180,7 @@ def _extract_pulled(rt: pipeline.Runtime, item: batching.Item, ready: _ReadyForI
             log.error("extract %s: unexpected %s", document_id, type(exc).__name__, exc_info=True)
         code, message = failure_of(exc)
         pipeline.record_failure(rt, document_id, sha256, code, message)
-    _extract_drain.acknowledge(item)
+    item.acknowledge()
 
 
 def _index_jobs(args: tuple[Any, ...]) -> list[pipeline.IndexJob]:
@@ -242,7 +241,7 @@ def _later(
     if error is not None and retries >= _settings.task_max_retries:
         pipeline.record_failure(pipeline.runtime(), document_id, sha256, error.code, error.message)
         return
-    options: dict[str, Any] = {"retries": retries, "countdown": countdown} if countdown else {}
+    options: dict[str, Any] = {}
     if error is not None:
         options = {
             "countdown": get_exponential_backoff_interval(
@@ -250,6 +249,8 @@ def _later(
             ),
             "retries": retries + 1,
         }
+    elif countdown:
+        options = {"countdown": countdown, "retries": retries}
     if task is extract:
         options["queue"] = EXTRACT_SINGLE_QUEUE
     try:
