@@ -2,9 +2,9 @@
 
 Starlette's ``request.form()`` would spool the whole body before our code runs, so a
 too-large upload would fill the disk first and get its 413 last. Here the body is fed
-chunk by chunk to python-multipart's parser: the ``file`` part goes to a
-:class:`~ldims.blobs.BlobWriter` (hashed and size-capped as it streams); the other parts
-are small text fields.
+chunk by chunk to python-multipart's parser: the ``file`` part (each ``file`` part of a bulk
+upload) goes to a :class:`~ldims.blobs.BlobWriter` (hashed and size-capped as it streams);
+the other parts are small text fields.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from python_multipart.multipart import MultipartParseError, MultipartParser, parse_options_header
 
 from ldims.blobs import BlobStore, BlobWriter, StoredBlob
-from ldims.errors import InvalidInput
+from ldims.errors import InvalidInput, PayloadTooLarge
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 32
@@ -31,20 +31,38 @@ class ParsedUpload:
     fields: dict[str, str] = field(default_factory=dict)
 
 
-class _Collector:
-    """Parser callbacks: route each part's bytes to the blob writer or a field buffer."""
+@dataclass
+class ParsedFile:
+    """One stored file of a bulk upload."""
 
-    def __init__(self, blobs: BlobStore, max_bytes: int) -> None:
+    blob: StoredBlob
+    head: bytes
+    filename: str
+
+
+class _Collector:
+    """Parser callbacks: route each part's bytes to a blob writer or a field buffer."""
+
+    def __init__(
+        self, blobs: BlobStore, max_bytes: int, max_files: int = 1, max_total: int | None = None
+    ) -> None:
         self.blobs = blobs
         self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.max_total = max_total
+        self.total = 0
         self.fields: dict[str, str] = {}
+        self.files: list[tuple[BlobWriter, str]] = []
         self.writer: BlobWriter | None = None
-        self.filename = ""
         self._header_name = b""
         self._header_value = b""
         self._part_name = ""
         self._part_is_file = False
         self._buffer = bytearray()
+
+    @property
+    def filename(self) -> str:
+        return self.files[0][1] if self.files else ""
 
     def on_part_begin(self) -> None:
         self._part_name, self._part_is_file, self._buffer = "", False, bytearray()
@@ -60,16 +78,27 @@ class _Collector:
             _, options = parse_options_header(self._header_value)
             self._part_name = options.get(b"name", b"").decode("utf-8", "replace")
             if self._part_name == "file":
-                if self.writer is not None:
-                    raise InvalidInput("Only one file per upload.", field="file")
+                if len(self.files) >= self.max_files:
+                    if self.max_files == 1:
+                        raise InvalidInput("Only one file per upload.", field="file")
+                    raise InvalidInput(
+                        f"At most {self.max_files} files per bulk upload.", field="file"
+                    )
                 self._part_is_file = True
-                self.filename = options.get(b"filename", b"").decode("utf-8", "replace")
+                filename = options.get(b"filename", b"").decode("utf-8", "replace")
                 self.writer = self.blobs.writer(self.max_bytes)
+                self.files.append((self.writer, filename))
         self._header_name, self._header_value = b"", b""
 
     def on_part_data(self, data: bytes, start: int, end: int) -> None:
         if self._part_is_file:
             assert self.writer is not None
+            self.total += end - start
+            if self.max_total is not None and self.total > self.max_total:
+                raise PayloadTooLarge(
+                    f"The files are larger than the limit of {self.max_total} bytes in all.",
+                    limitBytes=self.max_total,
+                )
             self.writer.write(data[start:end])
             return
         self._buffer += data[start:end]
@@ -94,32 +123,65 @@ class _Collector:
         return {f"on_{name}": getattr(self, f"on_{name}") for name in names}
 
 
-async def parse_upload(
-    content_type: str, body: AsyncIterator[bytes], blobs: BlobStore, max_bytes: int
-) -> ParsedUpload:
-    """Stream a ``multipart/form-data`` body; the part named ``file`` is the document."""
+async def _parse(
+    content_type: str, body: AsyncIterator[bytes], collector: _Collector, what: str
+) -> None:
     kind, options = parse_options_header(content_type)
     boundary = options.get(b"boundary")
     if kind != b"multipart/form-data" or not boundary:
         raise InvalidInput(
-            "Send the document as multipart/form-data with a part named 'file'.",
-            field="file",
+            f"Send {what} as multipart/form-data with a part named 'file'.", field="file"
         )
-    collector = _Collector(blobs, max_bytes)
     parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
     try:
         async for chunk in body:
             parser.write(chunk)
         parser.finalize()
     except MultipartParseError as exc:
-        if collector.writer:
-            collector.writer.abort()
+        _abort(collector)
         raise InvalidInput("The multipart body is malformed.", field="file") from exc
     except BaseException:
-        if collector.writer:
-            collector.writer.abort()
+        _abort(collector)
         raise
-    if collector.writer is None:
+    if not collector.files:
+        _abort(collector)
         raise InvalidInput("The upload has no part named 'file'.", field="file")
-    blob = collector.writer.commit()
-    return ParsedUpload(blob, collector.writer.head, collector.filename, collector.fields)
+
+
+def _abort(collector: _Collector) -> None:
+    for writer, _filename in collector.files:
+        writer.abort()
+
+
+async def parse_upload(
+    content_type: str, body: AsyncIterator[bytes], blobs: BlobStore, max_bytes: int
+) -> ParsedUpload:
+    """Stream a ``multipart/form-data`` body; the part named ``file`` is the document."""
+    collector = _Collector(blobs, max_bytes)
+    await _parse(content_type, body, collector, "the document")
+    writer, filename = collector.files[0]
+    blob = writer.commit()
+    return ParsedUpload(blob, writer.head, filename, collector.fields)
+
+
+async def parse_bulk_upload(
+    content_type: str,
+    body: AsyncIterator[bytes],
+    blobs: BlobStore,
+    max_bytes: int,
+    max_files: int,
+    max_total: int,
+) -> tuple[list[ParsedFile], dict[str, str]]:
+    """Stream a ``multipart/form-data`` body of up to ``max_files`` parts named ``file`` (each
+    at most ``max_bytes``, ``max_total`` in all): the stored files in order, and the text
+    fields."""
+    collector = _Collector(blobs, max_bytes, max_files, max_total)
+    await _parse(content_type, body, collector, "the documents")
+    files = []
+    try:
+        for writer, filename in collector.files:
+            files.append(ParsedFile(writer.commit(), writer.head, filename))
+    except BaseException:
+        _abort(collector)
+        raise
+    return files, collector.fields

@@ -78,6 +78,29 @@ class AcceptedOut(BaseModel):
     document: DocumentOut
 
 
+class BulkItemOut(BaseModel):
+    """One file of a bulk upload: its document (as a single upload answers), or why it was
+    rejected (``errorCode`` and ``message``; nothing was recorded for it)."""
+
+    name: str
+    documentId: str | None = None
+    status: str | None = None
+    version: int | None = None
+    created: bool | None = None
+    duplicate: bool | None = None
+    errorCode: str | None = None
+    message: str | None = None
+
+
+class BulkAcceptedOut(BaseModel):
+    """Answer to a bulk upload: one item per file, in the order sent, and the counts."""
+
+    documents: list[BulkItemOut]
+    queued: int
+    duplicates: int
+    rejected: int
+
+
 class DocumentPage(BaseModel):
     items: list[DocumentOut]
     total: int

@@ -3,9 +3,11 @@ documents, does the rate hold up as the index grows, and what memory does every 
 
 What it measures
 ----------------
-Two phases, each on a fresh server and data folder: ``--docs`` small documents (1-8 KB) and
-``--large-docs`` large ones (50-200 KB); ``.txt`` and ``.md`` with Latin, Cyrillic and Chinese
-lines, deterministic (``random.Random(42)``). Either phase is skipped when its count is 0.
+Up to three phases, each on a fresh server and data folder: ``--docs`` small documents
+(1-8 KB), ``--single-docs`` small ones again uploaded one a request (the cost of the upload
+path shows there), and ``--large-docs`` large ones (50-200 KB); ``.txt`` and ``.md`` with
+Latin, Cyrillic and Chinese lines, deterministic (``random.Random(42)``). A phase is skipped
+when its count is 0.
 
 1. **The real stack.** ``ldims serve --port <free port> --extract-workers N`` as a subprocess
    with a fresh ``LDIMS_DATA_DIR`` and no ``LDIMS_REDIS_URL`` (embedded Redis). After
@@ -16,8 +18,11 @@ lines, deterministic (``random.Random(42)``). Either phase is skipped when its c
      made-up word is uploaded and ``GET /api/search?query=<word>&searchMode=exact`` asked every
      20 ms until the document's id is in the answer: upload → searchable is from the start of
      the upload request to the search answer that first holds it;
-   * **the bulk run**: the documents are uploaded through ``POST /api/documents`` (collection
-     ``bench``) from ``--concurrency`` threads. A poller asks only for counts (``GET
+   * **the bulk run**: the documents are uploaded (collection ``bench``) from
+     ``--concurrency`` threads, ``--bulk`` (32) to a request through ``POST
+     /api/documents/bulk`` as ``ldims ingest`` sends small files, or with ``--bulk 1`` one a
+     request through ``POST /api/documents`` (upload p50/p95 are then per request). A poller
+     asks only for counts (``GET
      /api/documents?collection=bench&status=completed|failed&limit=1``, whose ``total`` is a
      count; cheap at 20,000 documents, unlike listing them) every ``--poll-interval`` s, and
      notes when each count was first reached. Time 0 is the start of the first upload.
@@ -60,7 +65,8 @@ gets SIGTERM, then SIGKILL; every temporary directory is removed, also after an 
 How to run (from the project root)::
 
     .venv/bin/python bench/ingest.py                          # make bench: a small run
-    .venv/bin/python bench/ingest.py --docs 20000 --large-docs 500    # issue 15 (~20+ min)
+    .venv/bin/python bench/ingest.py --docs 20000 --large-docs 500 --single-docs 20000
+                                                             # issue 15 (~25 min)
 
 The Markdown report is printed and written to ``bench/results/ingest.md`` (overwritten).
 """
@@ -364,16 +370,61 @@ def upload_one(
     return Upload(index, start, end, response.status_code, response.json()["documentId"])
 
 
-def upload_all(base_url: str, docs: list[Doc], concurrency: int, clock: Clock) -> list[Upload]:
+def upload_group(
+    client: httpx.Client, clock: Clock, first: int, docs: list[Doc], collection: str = BULK
+) -> list[Upload]:
+    """Upload ``docs`` in one bulk request: an :class:`Upload` each (the request's times)."""
+    start = clock()
+    try:
+        response = client.post(
+            "/api/documents/bulk",
+            files=[("file", (doc.name, doc.data, doc.mime)) for doc in docs],
+            data={"collection": collection},
+        )
+    except httpx.HTTPError as exc:
+        return [
+            Upload(first + k, start, clock(), 0, None, type(exc).__name__) for k in range(len(docs))
+        ]
+    end = clock()
+    if response.status_code not in (200, 202):
+        return [
+            Upload(first + k, start, end, response.status_code, None, response.text[:200])
+            for k in range(len(docs))
+        ]
+    items = response.json()["documents"]
+    return [
+        Upload(
+            first + k,
+            start,
+            end,
+            response.status_code,
+            item.get("documentId"),
+            item.get("errorCode"),
+        )
+        for k, item in enumerate(items)
+    ]
+
+
+def upload_all(
+    base_url: str, docs: list[Doc], concurrency: int, clock: Clock, bulk: int = 1
+) -> list[Upload]:
+    """Every document, ``concurrency`` requests at a time: one document a request
+    (``POST /api/documents``), or ``bulk`` (``POST /api/documents/bulk``)."""
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
     with (
         httpx.Client(base_url=base_url, timeout=60, limits=limits) as client,
         ThreadPoolExecutor(concurrency, thread_name_prefix="upload") as pool,
     ):
-        futures = [
-            pool.submit(upload_one, client, clock, index, doc) for index, doc in enumerate(docs)
+        if bulk <= 1:
+            futures = [
+                pool.submit(upload_one, client, clock, index, doc) for index, doc in enumerate(docs)
+            ]
+            return [future.result() for future in futures]
+        groups = [
+            pool.submit(upload_group, client, clock, first, docs[first : first + bulk])
+            for first in range(0, len(docs), bulk)
         ]
-        return [future.result() for future in futures]
+        return [upload for future in groups for upload in future.result()]
 
 
 @dataclass
@@ -580,9 +631,13 @@ class RssSamples:
     def run(self, tree: ProcessTree, clock: Clock) -> None:
         while True:
             seen = tree.sample()
-            self.samples.append(
-                (clock(), {pid: (role, rss) for pid, (role, rss, _) in seen.items()})
-            )
+            processes = {pid: (role, rss) for pid, (role, rss, _) in seen.items()}
+            # The index writer's RSS also counts the index files it maps (file pages, given
+            # back under pressure); its heap alone is RssAnon. Under -pid: not a process.
+            for pid, (role, _rss, _cpu) in seen.items():
+                if role == "index pool child" and (anonymous := rss_anon(pid)) is not None:
+                    processes[-pid] = (HEAP_ROLE, anonymous)
+            self.samples.append((clock(), processes))
             if self.mark.is_set() and self.cpu_at_mark is None:
                 self.cpu_at_mark = _cpu_of(seen)
             self.cpu_last.update(_cpu_of(seen))
@@ -620,6 +675,20 @@ class RssSamples:
 
 def _cpu_of(seen: dict[int, tuple[str, int, float]]) -> dict[int, tuple[str, float]]:
     return {pid: (role, cpu) for pid, (role, _, cpu) in seen.items()}
+
+
+HEAP_ROLE = "index pool child, heap only (RssAnon)"
+
+
+def rss_anon(pid: int) -> int | None:
+    """The anonymous resident memory of ``pid`` (Linux ``RssAnon``), None if unreadable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        return None
+    return None
 
 
 def by_role(processes: dict[int, tuple[str, int]]) -> dict[str, int]:
@@ -745,7 +814,7 @@ def measure_stack(args: argparse.Namespace, docs: list[Doc], server: Server) -> 
     )
     prober = _thread("busy-probes", busy.run, server.url, clock)
     try:
-        uploads.extend(upload_all(server.url, docs, args.concurrency, clock))
+        uploads.extend(upload_all(server.url, docs, args.concurrency, clock, args.bulk))
     finally:
         uploads_done.set()
         poller.join()
@@ -873,7 +942,8 @@ PROBE_HEADER = ["probes", "uploaded", "found", "p50 ms", "p95 ms", "max ms"]
 
 
 def stack_label(args: argparse.Namespace) -> str:
-    return f"ldims serve, {args.extract_workers} extract workers"
+    uploads = "a document an upload" if args.bulk <= 1 else f"{args.bulk} documents an upload"
+    return f"ldims serve, {args.extract_workers} extract workers, {uploads}"
 
 
 def baseline_label(result: BaselineResult) -> str:
@@ -966,7 +1036,11 @@ def rss_rows(stack: StackResult) -> list[list[str]]:
     moments = [stack.rss.before(stack.start)]
     moments += [None if end is None else stack.rss.at(end) for end in stack.tenth_ends()]
     rows = []
-    for role in ROLES:
+    for role in (
+        *ROLES[: ROLES.index("index pool child") + 1],
+        HEAP_ROLE,
+        *ROLES[ROLES.index("index pool child") + 1 :],
+    ):
         pids = stack.rss.pids(role)
         if pids:
             cells = [mib(None if ps is None else by_role(ps).get(role, 0)) for ps in moments]
@@ -980,6 +1054,20 @@ def baseline_rss_row(baseline: BaselineResult) -> list[str]:
     peak = max((rss for _, rss in baseline.rss), default=None)
     first = mib(baseline.rss_at(0.0))
     return ["in-process baseline (bench process)", "1", first, *cells, mib(peak)]
+
+
+def heap_line(stack: StackResult) -> str:
+    """The index writer's heap: at the end of the first tenth, at the end, its peak."""
+    first, last = stack.tenth_ends()[0], stack.tenth_ends()[-1]
+
+    def heap_at(moment: float | None) -> int | None:
+        processes = None if moment is None else stack.rss.at(moment)
+        return None if processes is None else by_role(processes).get(HEAP_ROLE)
+
+    start, end = heap_at(first), heap_at(last)
+    growth = ratio(end, start)
+    shown = number(None if growth is None else (growth - 1) * 100, "+.1f")
+    return f"{mib(start)} → {mib(end)} MiB ({shown} %), peak {mib(stack.rss.peak(HEAP_ROLE))} MiB"
 
 
 def index_growth(stack: StackResult) -> float | None:
@@ -1081,7 +1169,8 @@ def tables(args: argparse.Namespace, stack: StackResult, baseline: BaselineResul
         ),
         "",
         "Index worker (main + pool child) RSS growth from the end of the first tenth to the "
-        f"end: {number(None if growth is None else growth * 100, '+.1f')} %.",
+        f"end: {number(None if growth is None else growth * 100, '+.1f')} %; its heap alone "
+        f"(the pool child's RssAnon, without the index files it maps): {heap_line(stack)}.",
         "",
         "CPU of the bulk run by role (user + system, from the first upload to the end), beside "
         "the baseline's own (one process, one thread):",
@@ -1157,6 +1246,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--large-docs", type=int, default=50, help="large documents (50-200 KB); 0: skip")
     add("--extract-workers", type=int, default=2, help="extract processes")
     add("--concurrency", type=int, default=16, help="concurrent uploads")
+    add(
+        "--bulk",
+        type=int,
+        default=32,
+        help="documents an upload request (POST /api/documents/bulk); 1: POST /api/documents",
+    )
+    add(
+        "--single-docs",
+        type=int,
+        default=0,
+        help="small documents again, one an upload request (POST /api/documents); 0: skip",
+    )
     add("--baseline-batch", type=int, default=200, help="documents per baseline index commit")
     add("--probes", type=int, default=20, help="idle upload → searchable probes")
     add("--probe-every", type=float, default=5.0, help="seconds between busy probes")
@@ -1181,13 +1282,30 @@ def run_phase(
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     plan = [
-        (f"Small documents: {args.docs} × 1-8 KB", args.docs, SMALL, "bench", True),
-        (f"Large documents: {args.large_docs} × 50-200 KB", args.large_docs, LARGE, "large", False),
+        (f"Small documents: {args.docs} × 1-8 KB", args.docs, SMALL, "bench", True, args.bulk),
+        (
+            f"Small documents, one an upload request: {args.single_docs} × 1-8 KB",
+            args.single_docs,
+            SMALL,
+            "bench",
+            False,
+            1,
+        ),
+        (
+            f"Large documents: {args.large_docs} × 50-200 KB",
+            args.large_docs,
+            LARGE,
+            "large",
+            False,
+            args.bulk,
+        ),
     ]
     phases, ok = [], True
-    for title, count, sizes, prefix, check in plan:
+    for title, count, sizes, prefix, check, bulk in plan:
         if count > 0:
-            lines, finished = run_phase(args, title, make_documents(count, sizes, prefix), check)
+            phase_args = argparse.Namespace(**{**vars(args), "bulk": bulk})
+            docs = make_documents(count, sizes, prefix)
+            lines, finished = run_phase(phase_args, title, docs, check)
             phases.append((title, lines))
             ok = ok and finished
     text = report(args, phases)

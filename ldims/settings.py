@@ -44,6 +44,18 @@ class Settings(BaseSettings):
     max_upload_bytes: int = Field(
         default=100 * MiB, gt=0, description="Largest accepted upload; bigger ones get 413."
     )
+    bulk_upload_max_files: int = Field(
+        default=100,
+        ge=1,
+        description="Most files one bulk upload (POST /api/documents/bulk) may carry; more get "
+        "400.",
+    )
+    bulk_upload_max_bytes: int = Field(
+        default=64 * MiB,
+        gt=0,
+        description="Largest bulk upload body (all its files; each also within "
+        "max_upload_bytes); bigger ones get 413.",
+    )
 
     # --- broker and workers -------------------------------------------------------------
     redis_url: str | None = Field(

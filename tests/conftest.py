@@ -161,6 +161,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_EXTRACT_TIMEOUT_SECONDS": str(settings.extract_timeout_seconds),
             "LDIMS_EXTRACT_MAX_MEMORY_MIB": str(settings.extract_max_memory_mib),
             "LDIMS_EXTRACT_BATCH_MAX_DOCUMENTS": str(settings.extract_batch_max_documents),
+            "LDIMS_EXTRACT_BATCH_MAX_SECONDS": str(settings.extract_batch_max_seconds),
             "LDIMS_INDEX_BATCH_MAX_DOCUMENTS": str(settings.index_batch_max_documents),
             "LDIMS_DEFAULT_TENANT": settings.default_tenant,
             "LDIMS_MCP_WRITE_TOOLS": str(settings.mcp_write_tools),

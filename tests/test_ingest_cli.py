@@ -139,7 +139,9 @@ def test_ingest_uploads_concurrently_and_reports_rejected_and_failed(
     (folder / "empty.txt").write_bytes(b"")
 
     result = ingest(
-        stack, str(folder), "--url", proxy.url, "--concurrency", "3", "--collection", "c1"
+        stack,
+        str(folder),
+        *("--url", proxy.url, "--concurrency", "3", "--collection", "c1", "--bulk", "1"),
     )
 
     assert result.returncode == 1, result.stderr  # one rejected, one failed
@@ -165,6 +167,34 @@ def test_ingest_uploads_concurrently_and_reports_rejected_and_failed(
 
     page = stack.client.get("/api/documents", params={"collection": "c1"}).json()
     assert sorted(d["status"] for d in page["items"]) == ["completed"] * 6 + ["failed"]
+
+
+def test_small_files_go_in_bulk_uploads_and_a_refused_bulk_goes_file_by_file(
+    stack: Stack, proxy: CountingProxy, tmp_path: Path
+) -> None:
+    folder = inbox(tmp_path / "inbox", [f"note{i:02}.md" for i in range(10)])
+    (folder / "zz-big.txt").write_text("x" * (LIMIT * 3))  # its bulk gets 413 as a whole
+    (folder / "zz-empty.txt").write_bytes(b"")
+    # The same (empty) content failed before: the upload answers "failed" at once, and the
+    # summary still gives the reason.
+    earlier = stack.upload("earlier-empty.txt", b"").json()["documentId"]
+    assert stack.wait_final(earlier)["status"] == "failed"
+
+    result = ingest(stack, str(folder), "--url", proxy.url, "--concurrency", "2")
+
+    assert result.returncode == 1, result.stderr
+    # 12 files over 2 requests of 6; the second holds the big file: it is refused, and its
+    # 6 files go again one by one.
+    assert proxy.uploads == 2 + 6
+    assert proxy.max_in_flight == 2
+    summary = result.stdout.splitlines()
+    assert "completed: 10, failed: 1, rejected: 1" in summary
+    [rejected] = [line for line in summary if "zz-big.txt" in line]
+    assert re.fullmatch(r"  rejected +\S+zz-big\.txt  413 TOO_LARGE: .+", rejected)
+    [failed] = [line for line in summary if "zz-empty.txt" in line]
+    assert re.fullmatch(r"  failed +\S+zz-empty\.txt  EMPTY_FILE: .+", failed)
+    lines = result.stderr.splitlines()
+    assert re.match(r"uploading: 100% 12/12 \[.*doc/s, failed=1, queued=10, rejected=1\]", lines[0])
 
 
 def test_on_a_terminal_one_bar_and_warnings_above_it(

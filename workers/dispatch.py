@@ -47,6 +47,14 @@ class Dispatcher:
     def extract(self, document_id: str, sha256: str) -> None:
         self._send("ldims.extract", document_id, sha256)
 
+    def extract_many(self, jobs: list[tuple[str, str]]) -> None:
+        """One extract message for many ``(document_id, sha256)``: the first, then ``more``."""
+        (document_id, sha256), *more = jobs
+        if more:
+            self._send("ldims.extract", document_id, sha256, [list(job) for job in more])
+        else:
+            self.extract(document_id, sha256)
+
     def fetch(self, document_id: str, url: str) -> None:
         self._send("ldims.fetch", document_id, url)
 

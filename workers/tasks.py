@@ -11,8 +11,10 @@ also gets Celery's traceback.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
+from collections.abc import Iterable
 from typing import Any
 
 from celery import Task
@@ -91,43 +93,116 @@ def fetch(self: Task, document_id: str, url: str) -> None:
 
 
 @app.task(bind=True, base=PipelineTask, name="ldims.extract", **_RETRY)
-def extract(self: Task, document_id: str, sha256: str) -> None:
-    """Extract this version, then the versions waiting behind it in the queue (up to
-    ``LDIMS_EXTRACT_BATCH_MAX_DOCUMENTS``, none started after
-    ``LDIMS_EXTRACT_BATCH_MAX_SECONDS``), each alone in the extractor process with its own
-    outcome; the extracted ones go to the index in few messages.
+def extract(self: Task, document_id: str, sha256: str, more: list[list[str]] | None = None) -> None:
+    """Extract this version (and ``more``: a bulk upload names many), then the versions waiting
+    behind it in the queue, up to ``LDIMS_EXTRACT_BATCH_MAX_DOCUMENTS`` in all, none started
+    after ``LDIMS_EXTRACT_BATCH_MAX_SECONDS``; each alone in the extractor process with its
+    own outcome; the extracted ones go to the index in few messages.
 
     One task for many small files spares each the Celery delivery, events and publish that
     cost more than extracting it (``bench/ingest.py``'s CPU by role).
     """
     rt = pipeline.runtime()
-    first_delivery = self.request.retries == 0
-    redelivered = batching.redelivered(self.request.delivery_info)
     ready = _ReadyForIndex()
-    # This one as before: a transient error retries this task (autoretry), nothing pulled yet.
-    if pipeline.run_extract(rt, document_id, sha256, first_delivery, redelivered):
-        ready.add(pipeline.IndexJob(document_id, sha256))
-    started = time.monotonic()
-    current: batching.Item | None = None
+    run = _ExtractRun(rt, ready, time.monotonic() + _settings.extract_batch_max_seconds)
+    delivered = batching.Item(
+        (document_id, sha256, more) if more else (document_id, sha256),
+        self.request.retries,
+        redelivered=batching.redelivered(self.request.delivery_info),
+    )
+    items: Iterable[batching.Item] = [delivered]
+    if not more:
+        # One document as before: a transient error retries this task (autoretry).
+        if pipeline.run_extract(
+            rt, document_id, sha256, delivered.retries == 0, delivered.redelivered
+        ):
+            ready.add(pipeline.IndexJob(document_id, sha256))
+        run.documents, items = 1, []
+    limit = _settings.extract_batch_max_documents
+    pulled = _extract_drain.pull(limit - 1) if 1 + len(more or []) < limit else iter(())
     try:
-        for item in _extract_drain.pull(_settings.extract_batch_max_documents - 1):
+        for item in itertools.chain(items, pulled):
             ready.send_if_waited()
             if item.due_in() > 0:  # a retry whose backoff has not run out: wait there
                 _later(extract, item.args, None, item.retries, item.due_in())
                 item.acknowledge()
             else:
-                current = item
-                _extract_pulled(rt, item, ready)
-                current = None
-            if time.monotonic() - started >= _settings.extract_batch_max_seconds:
+                run.take(item)
+            if run.documents >= limit or run.out_of_time():
                 break
-    except SoftTimeLimitExceeded as exc:  # a pulled document's extraction ran out of time
-        if current is not None:
-            code, message = failure_of(exc)
-            pipeline.record_failure(rt, *current.args, code, message)
-            current.acknowledge()
+    except SoftTimeLimitExceeded as exc:  # a document's extraction ran out of time
+        run.timed_out(exc)
     finally:
         ready.send()
+
+
+class _ExtractRun:
+    """The documents of an extract batch, one after the other, each with its own outcome."""
+
+    def __init__(self, rt: pipeline.Runtime, ready: _ReadyForIndex, deadline: float) -> None:
+        self.rt = rt
+        self.ready = ready
+        self.deadline = deadline
+        self.documents = 0
+        # The item being extracted, its versions, and the position of the one in the extractor.
+        self.current: tuple[batching.Item, list[pipeline.IndexJob], int] | None = None
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() >= self.deadline
+
+    def take(self, item: batching.Item) -> None:
+        """Extract the versions ``item`` names; those not started in time go back to the queue
+        in one message. The item is acknowledged once the extracted ones are sent on."""
+        jobs = _jobs_of(item.args)
+        for position, job in enumerate(jobs):
+            if position and self.out_of_time():
+                _send_extract(jobs[position:])
+                break
+            self.current = (item, jobs, position)
+            _extract_one(self.rt, job, item, self.ready)
+            self.documents += 1
+        self.current = None
+        self.ready.hold(item)
+
+    def timed_out(self, exc: SoftTimeLimitExceeded) -> None:
+        """The document in the extractor ran out of time: it failed; the rest of its item go
+        back to the queue."""
+        if self.current is None:
+            return
+        item, jobs, position = self.current
+        code, message = failure_of(exc)
+        job = jobs[position]
+        pipeline.record_failure(self.rt, job.document_id, job.sha256, code, message)
+        if jobs[position + 1 :]:
+            _send_extract(jobs[position + 1 :])
+        self.current = None
+        self.ready.hold(item)
+
+
+def _send_extract(jobs: list[pipeline.IndexJob]) -> None:
+    _send(extract, *_message_args(jobs))
+
+
+def _extract_one(
+    rt: pipeline.Runtime, job: pipeline.IndexJob, item: batching.Item, ready: _ReadyForIndex
+) -> None:
+    """Extract one version of a batch and record its outcome, as its own task would have."""
+    try:
+        if pipeline.run_extract(
+            rt, job.document_id, job.sha256, item.retries == 0, item.redelivered
+        ):
+            ready.add(job)
+    except SoftTimeLimitExceeded:
+        raise
+    except TransientError as exc:
+        _later(extract, (job.document_id, job.sha256), exc, item.retries)
+    except Exception as exc:
+        if not isinstance(exc, ProcessingError):
+            log.error(
+                "extract %s: unexpected %s", job.document_id, type(exc).__name__, exc_info=True
+            )
+        code, message = failure_of(exc)
+        pipeline.record_failure(rt, job.document_id, job.sha256, code, message)
 
 
 class _ReadyForIndex:
@@ -142,12 +217,15 @@ class _ReadyForIndex:
         self.pulled: list[batching.Item] = []
         self.since = 0.0
 
-    def add(self, job: pipeline.IndexJob, pulled: batching.Item | None = None) -> None:
+    def add(self, job: pipeline.IndexJob) -> None:
         if not self.jobs:
             self.since = time.monotonic()
         self.jobs.append(job)
-        if pulled is not None:
-            self.pulled.append(pulled)
+
+    def hold(self, item: batching.Item) -> None:
+        """Acknowledge ``item`` (its versions' outcomes are recorded, or they are on their way
+        to the index) with the next message to the index."""
+        self.pulled.append(item)
 
     def send_if_waited(self) -> None:
         if self.jobs and time.monotonic() - self.since >= self.SEND_AFTER_SECONDS:
@@ -155,37 +233,23 @@ class _ReadyForIndex:
 
     def send(self) -> None:
         if self.jobs:
-            first, *more = self.jobs
-            args: tuple[Any, ...] = (first.document_id, first.sha256)
-            if more:
-                args += ([[job.document_id, job.sha256] for job in more],)
-            _send(index, *args)
+            _send(index, *_message_args(self.jobs))
         batching.Batch(self.pulled).acknowledge()
         self.jobs, self.pulled = [], []
 
 
-def _extract_pulled(rt: pipeline.Runtime, item: batching.Item, ready: _ReadyForIndex) -> None:
-    """Extract one pulled version and record its outcome, as its own task would have."""
-    document_id, sha256 = item.args
-    try:
-        if pipeline.run_extract(rt, document_id, sha256, item.retries == 0, item.redelivered):
-            ready.add(pipeline.IndexJob(document_id, sha256), item)
-            return
-    except SoftTimeLimitExceeded:
-        raise
-    except TransientError as exc:
-        _later(extract, item.args, exc, item.retries)
-    except Exception as exc:
-        if not isinstance(exc, ProcessingError):
-            log.error("extract %s: unexpected %s", document_id, type(exc).__name__, exc_info=True)
-        code, message = failure_of(exc)
-        pipeline.record_failure(rt, document_id, sha256, code, message)
-    item.acknowledge()
+def _message_args(jobs: list[pipeline.IndexJob]) -> tuple[Any, ...]:
+    """The arguments of an extract or index message naming ``jobs`` (see :func:`_jobs_of`)."""
+    first, *more = jobs
+    args: tuple[Any, ...] = (first.document_id, first.sha256)
+    if more:
+        args += ([[job.document_id, job.sha256] for job in more],)
+    return args
 
 
-def _index_jobs(args: tuple[Any, ...]) -> list[pipeline.IndexJob]:
-    """The versions an index message names: ``(document_id, sha256[, more])``, ``more`` a
-    list of further ``[document_id, sha256]`` (an extract batch's)."""
+def _jobs_of(args: tuple[Any, ...]) -> list[pipeline.IndexJob]:
+    """The versions an extract or index message names: ``(document_id, sha256[, more])``,
+    ``more`` a list of further ``[document_id, sha256]`` (a bulk's or an extract batch's)."""
     document_id, sha256, *rest = args
     more = rest[0] if rest else []
     return [pipeline.IndexJob(document_id, sha256), *(pipeline.IndexJob(*job) for job in more)]
@@ -198,17 +262,17 @@ def index(self: Task, document_id: str, sha256: str, more: list[list[str]] | Non
     args = (document_id, sha256, more) if more else (document_id, sha256)
     batch = batching.Batch([batching.Item(args, self.request.retries)])
     limit = _settings.index_batch_max_documents
-    documents = len(_index_jobs(args))
+    documents = len(_jobs_of(args))
     # Messages until the batch names ``limit`` documents (a message may name many).
     if documents < limit:
         for item in _index_drain.pull(limit - 1, _settings.index_batch_wait_seconds):
             batch.items.append(item)
-            documents += len(_index_jobs(item.args))
+            documents += len(_jobs_of(item.args))
             if documents >= limit:
                 break
     retries: dict[pipeline.IndexJob, int] = {}
     for item in batch.items:
-        for job in _index_jobs(item.args):
+        for job in _jobs_of(item.args):
             retries[job] = max(retries.get(job, 0), item.retries)
     try:
         later: dict[pipeline.IndexJob, ProcessingError | None] = dict(

@@ -1,7 +1,8 @@
-"""REST routes of documents: upload, list, read, content, delete."""
+"""REST routes of documents: upload (one file, or many in a bulk), list, read, content, delete."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
@@ -9,9 +10,11 @@ from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import CallerDep, DocumentsDep, ServicesDep
-from api.multipart import parse_upload
+from api.multipart import parse_bulk_upload, parse_upload
 from api.schemas import (
     AcceptedOut,
+    BulkAcceptedOut,
+    BulkItemOut,
     ContentMetadata,
     ContentOut,
     DocumentOut,
@@ -19,33 +22,35 @@ from api.schemas import (
     LinesOut,
 )
 from ldims.catalog import DocumentFilter, DocumentStatus
-from ldims.documents import document_meta, parse_datetime
+from ldims.documents import DocumentMeta, document_meta, parse_datetime
 from ldims.errors import InvalidInput, PayloadTooLarge
 
 router = APIRouter(prefix="/api/documents", tags=["documents"])
 MULTIPART_SLACK = 1024 * 1024  # room for boundaries and metadata fields around the file
-_UPLOAD_SCHEMA: dict[str, Any] = {
-    "requestBody": {
-        "required": True,
-        "content": {
-            "multipart/form-data": {
-                "schema": {
-                    "type": "object",
-                    "required": ["file"],
-                    "properties": {
-                        "file": {"type": "string", "format": "binary"},
-                        "name": {"type": "string"},
-                        "documentId": {"type": "string"},
-                        "collection": {"type": "string"},
-                        "documentType": {"type": "string"},
-                        "submitter": {"type": "string"},
-                        "createdAt": {"type": "string", "format": "date-time"},
-                    },
-                }
-            }
-        },
-    }
+_SHARED_FIELDS: dict[str, Any] = {
+    "collection": {"type": "string"},
+    "documentType": {"type": "string"},
+    "submitter": {"type": "string"},
+    "createdAt": {"type": "string", "format": "date-time"},
 }
+
+
+def _multipart_schema(properties: dict[str, Any]) -> dict[str, Any]:
+    """OpenAPI of a multipart upload with these form parts (``file`` required)."""
+    schema = {"type": "object", "required": ["file"], "properties": properties}
+    return {
+        "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}
+    }
+
+
+_UPLOAD_SCHEMA = _multipart_schema(
+    {
+        "file": {"type": "string", "format": "binary"},
+        "name": {"type": "string"},
+        "documentId": {"type": "string"},
+        **_SHARED_FIELDS,
+    }
+)
 
 
 @router.post("", status_code=202, response_model=AcceptedOut, openapi_extra=_UPLOAD_SCHEMA)
@@ -94,6 +99,111 @@ async def upload_document(
         document=DocumentOut.of(outcome.document),
     )
     return JSONResponse(body.model_dump(mode="json"), status_code=202 if outcome.queued else 200)
+
+
+_BULK_SCHEMA = _multipart_schema(
+    {"file": {"type": "array", "items": {"type": "string", "format": "binary"}}, **_SHARED_FIELDS}
+)
+
+
+async def _bounded(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[bytes]:
+    """The body, cut off with 413 past ``limit`` bytes (a chunked body declares no length)."""
+    seen = 0
+    async for chunk in body:
+        seen += len(chunk)
+        if seen > limit:
+            raise PayloadTooLarge(limitBytes=limit)
+        yield chunk
+
+
+@router.post("/bulk", status_code=202, response_model=BulkAcceptedOut, openapi_extra=_BULK_SCHEMA)
+async def upload_documents(
+    request: Request, services: ServicesDep, caller: CallerDep
+) -> JSONResponse:
+    """Upload many documents in one request (multipart, one part ``file`` each, named by its
+    filename; ``collection``, ``documentType``, ``submitter`` and ``createdAt`` apply to all).
+
+    Each file's outcome is its own, as if it had been uploaded alone (new, or a duplicate of
+    content the tenant holds), or it is rejected with a code (a file without a name); one
+    transaction records them all. 202 when work was queued, 200 when every file was a
+    duplicate, 400 when none was accepted. At most ``LDIMS_BULK_UPLOAD_MAX_FILES`` files and
+    ``LDIMS_BULK_UPLOAD_MAX_BYTES`` in all (each file within ``LDIMS_MAX_UPLOAD_BYTES``).
+    Replacing a document's content goes through the single upload with ``documentId``.
+    """
+    settings = services.settings
+    limit = settings.bulk_upload_max_bytes + MULTIPART_SLACK
+    if int(request.headers.get("content-length") or 0) > limit:
+        raise PayloadTooLarge(limitBytes=settings.bulk_upload_max_bytes)
+    intake = services.documents.intake
+    files, fields = await parse_bulk_upload(
+        request.headers.get("content-type", ""),
+        _bounded(request.stream(), limit),
+        intake.blobs,
+        settings.max_upload_bytes,
+        settings.bulk_upload_max_files,
+        settings.bulk_upload_max_bytes,
+    )
+    items: list[BulkItemOut | None] = []
+    accepted: list[tuple[Any, bytes, DocumentMeta]] = []
+    try:
+        for file in files:
+            try:
+                meta = document_meta(
+                    settings,
+                    file.filename,
+                    fields.get("collection"),
+                    fields.get("documentType"),
+                    fields.get("submitter"),
+                    fields.get("createdAt"),
+                )
+            except InvalidInput as exc:
+                if exc.details.get("field") != "name":
+                    raise  # a shared field is wrong: every file would be rejected for it
+                items.append(
+                    BulkItemOut(name=file.filename, errorCode=exc.code, message=exc.message)
+                )
+                continue
+            items.append(None)
+            accepted.append((file.blob, file.head, meta))
+    except InvalidInput:
+        await run_in_threadpool(_discard, intake, [file.blob.sha256 for file in files])
+        raise
+    rejected = [file.blob.sha256 for file, item in zip(files, items, strict=True) if item]
+    if not accepted:
+        await run_in_threadpool(_discard, intake, rejected)
+        raise InvalidInput(
+            "No file of the bulk upload was accepted: every file needs a name.", field="file"
+        )
+    outcomes = iter(await run_in_threadpool(intake.ingest_blobs, caller, accepted))
+    if rejected:  # kept only where an accepted file has the same content
+        await run_in_threadpool(_discard, intake, rejected)
+    for position, item in enumerate(items):
+        if item is None:
+            outcome = next(outcomes)
+            items[position] = BulkItemOut(
+                name=outcome.document.name,
+                documentId=outcome.document.id,
+                status=outcome.document.status,
+                version=outcome.document.version,
+                created=outcome.created,
+                duplicate=not outcome.queued,
+            )
+    answers = [item for item in items if item is not None]
+    queued = sum(1 for item in answers if item.duplicate is False)
+    body = BulkAcceptedOut(
+        documents=answers,
+        queued=queued,
+        duplicates=sum(1 for item in answers if item.duplicate),
+        rejected=len(rejected),
+    )
+    return JSONResponse(
+        body.model_dump(mode="json", exclude_none=True), status_code=202 if queued else 200
+    )
+
+
+def _discard(intake: Any, sha256s: list[str]) -> None:
+    for sha256 in sha256s:
+        intake.discard_blob(sha256)
 
 
 @router.get("", response_model=DocumentPage)

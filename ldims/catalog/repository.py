@@ -45,6 +45,28 @@ def find_by_content(session: Session, tenant: str, sha256: str) -> Document | No
     return session.scalars(query.order_by(Document.created_at).limit(1)).first()
 
 
+def find_many_by_content(session: Session, tenant: str, sha256s: set[str]) -> dict[str, Document]:
+    """``find_by_content`` for many contents in one query: content hash -> document."""
+    if not sha256s:
+        return {}
+    query = (
+        select(Document)
+        .where(Document.tenant == tenant, Document.sha256.in_(sorted(sha256s)))
+        .order_by(Document.created_at)
+    )
+    found: dict[str, Document] = {}
+    for document in session.scalars(query):
+        found.setdefault(str(document.sha256), document)
+    return found
+
+
+def existing_ids(session: Session, document_ids: set[str]) -> set[str]:
+    """The ids of ``document_ids`` that are taken (one query)."""
+    if not document_ids:
+        return set()
+    return set(session.scalars(select(Document.id).where(Document.id.in_(sorted(document_ids)))))
+
+
 def list_documents(
     session: Session, tenant: str, filters: DocumentFilter, limit: int, offset: int
 ) -> tuple[list[Document], int]:

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -155,15 +155,34 @@ class Intake:
         except ServiceUnavailable:
             self.discard_blob(blob.sha256)
             raise
-        fields = {
-            "sha256": blob.sha256,
-            "size": blob.size,
-            "format": detect_format(head, meta.name),
-        }
-        outcome = self._record(caller, meta, fields, document_id)
+        outcome = self._record(caller, meta, self._blob_fields(blob, head, meta), document_id)
         if outcome.queued:
             self._publish(lambda: self.dispatcher.extract(outcome.document.id, blob.sha256))
         return outcome
+
+    def ingest_blobs(
+        self, caller: Caller, uploads: Sequence[tuple[StoredBlob, bytes, DocumentMeta]]
+    ) -> list[IngestOutcome]:
+        """Record many stored originals (a bulk upload: ``(blob, head, meta)`` each, content ids
+        only) in one transaction, and queue the new ones in a few extract messages.
+
+        Each upload's outcome is its own, as if it came alone: a content the tenant already
+        holds (or one seen earlier in the same bulk) is a duplicate and queues nothing.
+        """
+        try:
+            self.dispatcher.ping()
+        except ServiceUnavailable:
+            for blob, _head, _meta in uploads:
+                self.discard_blob(blob.sha256)
+            raise
+        outcomes = self._record_many(caller, uploads)
+        queued = [(o.document.id, str(o.document.sha256)) for o in outcomes if o.queued]
+        # A message per extract batch: the extract workers share a large bulk between them.
+        step = self.settings.extract_batch_max_documents
+        for start in range(0, len(queued), step):
+            part = queued[start : start + step]
+            self._publish(lambda part=part: self.dispatcher.extract_many(part))  # type: ignore[misc]
+        return outcomes
 
     def ingest_url(
         self, caller: Caller, url: str, meta: DocumentMeta, document_id: str | None = None
@@ -231,6 +250,49 @@ class Intake:
         if old_sha256 and old_sha256 != sha256:
             self.discard_blob(old_sha256)
         return IngestOutcome(existing, created=False, queued=True)
+
+    def _record_many(
+        self, caller: Caller, uploads: Sequence[tuple[StoredBlob, bytes, DocumentMeta]]
+    ) -> list[IngestOutcome]:
+        tenant = caller.tenant
+        sha256s = {blob.sha256 for blob, _head, _meta in uploads}
+        try:
+            with self.catalog.session() as session:
+                known = repository.find_many_by_content(session, tenant, sha256s)
+                taken = repository.existing_ids(
+                    session, {content_document_id(tenant, sha256) for sha256 in sha256s}
+                )
+                outcomes = []
+                for blob, head, meta in uploads:
+                    duplicate = known.get(blob.sha256)
+                    if duplicate is not None:
+                        outcomes.append(IngestOutcome(duplicate, created=False, queued=False))
+                        continue
+                    document_id = content_document_id(tenant, blob.sha256)
+                    if document_id in taken:
+                        # That id now holds other content (updated since): take a fresh one.
+                        document_id = "doc_" + secrets.token_hex(10)
+                    document = self._new_document(
+                        tenant, document_id, meta, self._blob_fields(blob, head, meta)
+                    )
+                    session.add(document)
+                    known[blob.sha256] = document  # a second copy in this bulk is a duplicate
+                    outcomes.append(IngestOutcome(document, created=True, queued=True))
+                return outcomes
+        except IntegrityError:
+            # A concurrent upload won an insert: each alone, as the single path settles races.
+            return [
+                self._record(caller, meta, self._blob_fields(blob, head, meta), None)
+                for blob, head, meta in uploads
+            ]
+
+    @staticmethod
+    def _blob_fields(blob: StoredBlob, head: bytes, meta: DocumentMeta) -> dict[str, object]:
+        return {
+            "sha256": blob.sha256,
+            "size": blob.size,
+            "format": detect_format(head, meta.name),
+        }
 
     def _new_document(
         self, tenant: str, document_id: str, meta: DocumentMeta, fields: dict[str, object]

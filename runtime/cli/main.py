@@ -225,6 +225,13 @@ def status(tenant: str | None) -> None:
     show_default=True,
     help="Uploads (and status checks) at a time (--parallel: the former name).",
 )
+@click.option(
+    "--bulk",
+    type=click.IntRange(min=1),
+    default=32,
+    show_default=True,
+    help="Files up to 1 MiB per upload request (POST /api/documents/bulk); 1: one a request.",
+)
 def ingest(**options: object) -> None:
     """Upload files or folders (recursively) and report completed / failed with reasons."""
     from runtime.cli.ingest import run_ingest
