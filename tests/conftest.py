@@ -296,7 +296,20 @@ class Stack:
             body = self.client.get(f"/api/documents/{document_id}").json()
             return body if body["status"] in ("completed", "failed") else None
 
-        return wait_until(final, timeout, 0.1)  # type: ignore[no-any-return]
+        try:
+            return wait_until(final, timeout, 0.1)  # type: ignore[no-any-return]
+        except AssertionError as exc:  # say where it stood, and what the workers said
+            body = self.client.get(f"/api/documents/{document_id}").json()
+            raise AssertionError(
+                f"{document_id} still {body.get('status')} after {timeout}s\n{self.log_tail()}"
+            ) from exc
+
+    def log_tail(self, lines: int = 30) -> str:
+        tails = []
+        for worker in (self.extract_worker, self.index_worker):
+            text = worker.log_path.read_text(errors="replace") if worker.log_path.exists() else ""
+            tails.append(f"--- {worker.log_path.name}\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(tails)
 
 
 def make_settings(tmp_path: Path, redis_url: str, **overrides: Any) -> Settings:

@@ -57,3 +57,10 @@ def test_more_than_one_index_process_is_refused(tmp_path: Path, queues: str) -> 
 def test_no_queue_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="at least one queue"):
         worker_argv(Settings(data_dir=tmp_path), " , ", None, beat=False, hostname=None)
+
+
+def test_workers_leave_out_gossip_and_mingle(tmp_path: Path) -> None:
+    # Their pub/sub can leave a worker taking nothing after a Redis restart (celery#8030).
+    argv = worker_argv(Settings(data_dir=tmp_path), "index", None, beat=True, hostname=None)
+    assert {"--without-gossip", "--without-mingle"} <= set(argv)
+    assert "--without-heartbeat" not in argv  # Flower shows workers by their heartbeats

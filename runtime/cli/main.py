@@ -108,6 +108,11 @@ def worker_argv(
         "--hostname",
         hostname or f"{'+'.join(names)}-{os.getpid()}@%h",
         "--events",
+        # Gossip and mingle talk to the other workers over Redis pub/sub; after a Redis
+        # restart they can leave the consumer reconnected but taking nothing (celery#8030,
+        # #9054). LDIMS needs neither: workers share nothing but the queues.
+        "--without-gossip",
+        "--without-mingle",
     ]
     if beat:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
