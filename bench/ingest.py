@@ -1057,25 +1057,36 @@ def baseline_rss_row(baseline: BaselineResult) -> list[str]:
 
 
 def heap_line(stack: StackResult) -> str:
-    """The index writer's heap: at the end of the first tenth, at the end, its peak."""
-    first, last = stack.tenth_ends()[0], stack.tenth_ends()[-1]
+    """The index writer's heap: at the end of the first tenth, the largest end of a later
+    tenth, the end, its peak."""
+    ends = stack.tenth_ends()
 
     def heap_at(moment: float | None) -> int | None:
         processes = None if moment is None else stack.rss.at(moment)
         return None if processes is None else by_role(processes).get(HEAP_ROLE)
 
-    start, end = heap_at(first), heap_at(last)
-    growth = ratio(end, start)
+    start = heap_at(ends[0]) if ends else None
+    later = [heap for heap in (heap_at(end) for end in ends[1:]) if heap is not None]
+    largest = max(later, default=None)
+    growth = ratio(largest, start)
     shown = number(None if growth is None else (growth - 1) * 100, "+.1f")
-    return f"{mib(start)} → {mib(end)} MiB ({shown} %), peak {mib(stack.rss.peak(HEAP_ROLE))} MiB"
+    return (
+        f"{mib(start)} MiB after the first tenth, at most {mib(largest)} MiB at a later tenth's "
+        f"end ({shown} %), {mib(later[-1] if later else None)} MiB at the end, peak "
+        f"{mib(stack.rss.peak(HEAP_ROLE))} MiB"
+    )
 
 
 def index_growth(stack: StackResult) -> float | None:
-    """Index worker (main + pool child) RSS: end of the run over end of the first tenth, - 1."""
-    first, last = stack.tenth_ends()[0], stack.tenth_ends()[-1]
-    if first is None or last is None:
+    """Index worker (main + pool child) RSS: the largest end of a later tenth over the end of
+    the first tenth, - 1. The largest, not the last: a writer whose memory saws up and down
+    would pass on a last sample taken after a drop."""
+    ends = stack.tenth_ends()
+    if not ends or ends[0] is None or any(end is None for end in ends[1:]):
         return None
-    share = ratio(index_worker_rss(stack.rss.at(last)), index_worker_rss(stack.rss.at(first)))
+    first = index_worker_rss(stack.rss.at(ends[0]))
+    later = [index_worker_rss(stack.rss.at(end)) for end in ends[1:]]
+    share = ratio(max((rss for rss in later if rss is not None), default=None), first)
     return None if share is None else share - 1
 
 
@@ -1100,7 +1111,10 @@ def targets(stack: StackResult, baseline: BaselineResult) -> list[str]:
         ),
         _check("idle upload → searchable p95 ≤ 1 s", p95, 1.0, False, "s"),
         _check(
-            "index worker RSS growth after the first tenth ≤ 10 %", index_growth(stack), 0.1, False
+            "index worker RSS at any later tenth's end ≤ the first tenth's + 10 %",
+            index_growth(stack),
+            0.1,
+            False,
         ),
     ]
 
@@ -1168,8 +1182,9 @@ def tables(args: argparse.Namespace, stack: StackResult, baseline: BaselineResul
             [*rss_rows(stack), baseline_rss_row(baseline)],
         ),
         "",
-        "Index worker (main + pool child) RSS growth from the end of the first tenth to the "
-        f"end: {number(None if growth is None else growth * 100, '+.1f')} %; its heap alone "
+        "Index worker (main + pool child) RSS, the largest end of a later tenth over the end "
+        f"of the first: {number(None if growth is None else growth * 100, '+.1f')} %; its heap "
+        "alone "
         f"(the pool child's RssAnon, without the index files it maps): {heap_line(stack)}.",
         "",
         "CPU of the bulk run by role (user + system, from the first upload to the end), beside "
