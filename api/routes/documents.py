@@ -166,17 +166,17 @@ async def upload_documents(
             items.append(None)
             accepted.append((file.blob, file.head, meta))
     except InvalidInput:
-        await run_in_threadpool(_discard, intake, [file.blob.sha256 for file in files])
+        await run_in_threadpool(intake.discard_blobs, [file.blob.sha256 for file in files])
         raise
     rejected = [file.blob.sha256 for file, item in zip(files, items, strict=True) if item]
     if not accepted:
-        await run_in_threadpool(_discard, intake, rejected)
+        await run_in_threadpool(intake.discard_blobs, rejected)
         raise InvalidInput(
             "No file of the bulk upload was accepted: every file needs a name.", field="file"
         )
     outcomes = iter(await run_in_threadpool(intake.ingest_blobs, caller, accepted))
     if rejected:  # kept only where an accepted file has the same content
-        await run_in_threadpool(_discard, intake, rejected)
+        await run_in_threadpool(intake.discard_blobs, rejected)
     for position, item in enumerate(items):
         if item is None:
             outcome = next(outcomes)
@@ -199,11 +199,6 @@ async def upload_documents(
     return JSONResponse(
         body.model_dump(mode="json", exclude_none=True), status_code=202 if queued else 200
     )
-
-
-def _discard(intake: Any, sha256s: list[str]) -> None:
-    for sha256 in sha256s:
-        intake.discard_blob(sha256)
 
 
 @router.get("", response_model=DocumentPage)

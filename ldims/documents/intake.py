@@ -13,7 +13,7 @@ import hashlib
 import logging
 import re
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -172,8 +172,7 @@ class Intake:
         try:
             self.dispatcher.ping()
         except ServiceUnavailable:
-            for blob, _head, _meta in uploads:
-                self.discard_blob(blob.sha256)
+            self.discard_blobs(blob.sha256 for blob, _head, _meta in uploads)
             raise
         outcomes = self._record_many(caller, uploads)
         queued = [(o.document.id, str(o.document.sha256)) for o in outcomes if o.queued]
@@ -341,8 +340,16 @@ class Intake:
 
     def discard_blob(self, sha256: str) -> None:
         """Delete an original (and its extractions) that no document refers to any more."""
+        self.discard_blobs([sha256])
+
+    def discard_blobs(self, sha256s: Iterable[str]) -> None:
+        """:meth:`discard_blob` for many originals, with one catalog query."""
+        wanted = set(sha256s)
+        if not wanted:
+            return
         with self.catalog.session() as session:
-            in_use = session.query(Document.id).filter(Document.sha256 == sha256).first()
-        if in_use is None:
+            rows = session.query(Document.sha256).filter(Document.sha256.in_(sorted(wanted)))
+            in_use = {sha256 for (sha256,) in rows}
+        for sha256 in wanted - in_use:
             self.blobs.delete(sha256)
             self.extracts.delete(sha256)
