@@ -29,20 +29,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import mmap
 import os
-import pickle
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from whoosh.filedb.filestore import FileStorage
-from whoosh.filedb.structfile import StructFile
 
 from indexer.deadline import CheckedSearcher, SearchOverdue, remaining
 from indexer.evaluate import CommitCaches, Snapshot
+from indexer.mapped import MappedStorage
 from indexer.model import SearcherBusy
 from indexer.postings import PostingStore
 from indexer.scoring import weighting
@@ -50,7 +45,7 @@ from indexer.scoring import weighting
 log = logging.getLogger(__name__)
 
 # Idle searchers kept: as many as searches usually run at once (a searcher maps each segment's
-# file; opening one costs under a millisecond a segment, see _MappedStorage).
+# file; opening one costs under a millisecond a segment, see indexer.mapped).
 MAX_IDLE_SEARCHERS = 8
 # Searchers open at once, idle or busy: past this a search waits for one to come back. Far
 # above the searches a process runs at once (the GIL runs one at a time anyway); it bounds
@@ -90,7 +85,7 @@ class SearcherPool:
         self._returned = threading.Condition(self._lock)  # a searcher came back or closed
         # Held while opening a searcher (file reads); guards the index, store and identity.
         self._opening = threading.Lock()
-        self._index = _MappedStorage(path).open_index()
+        self._index = MappedStorage(path).open_index()
         self._identity = self._folder_identity()
         self._store = PostingStore()
 
@@ -179,7 +174,7 @@ class SearcherPool:
         if identity != self._identity:
             # `ldims reindex` swapped in a rebuilt folder: its segments are all new.
             log.info("index folder %s was replaced: reopening it", self.path)
-            self._index = _MappedStorage(self.path).open_index()
+            self._index = MappedStorage(self.path).open_index()
             self._identity = identity
             self._store = PostingStore()
         # reader() reads the latest table of contents. Segment readers are not reused: a reused
@@ -240,82 +235,3 @@ class SearcherPool:
             current, self._current = self._current, None
             to_close = self._retire(current) if current is not None else []
         self._close_all(to_close)
-
-
-class _MappedStorage(FileStorage):
-    """The index folder for reading: each file opened is read in place from a memory map.
-
-    Whoosh's own mapped reading wraps each segment file in a ``BytesIO``, which copies it:
-    every searcher held its own copy of the postings and terms (+120 MiB and 27 ms to open,
-    per searcher of a 28k-chunk index). Read through plain files, a searcher opens in 0.3 ms
-    with no copy, but every read is a system call (warm searches 5-8% slower). Here each file
-    opened is a map of its own over the kernel's one cached copy, read by :class:`_MappedFile`:
-    0.6 ms to open, no copy (+2 MiB for 8 searchers), reads as cheap as Whoosh's (measured).
-    """
-
-    def __init__(self, path: Path) -> None:
-        # Whoosh's mapping off: a compound file's parts are then read through ``subset``.
-        super().__init__(str(path), supports_mmap=False, readonly=True)
-
-    def open_file(self, name: str, **kwargs: Any) -> StructFile:
-        with open(os.path.join(self.folder, name), "rb") as file:
-            size = os.fstat(file.fileno()).st_size
-            if not size:  # an empty file cannot be mapped
-                return super().open_file(name, **kwargs)
-            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        return _MappedFile(mapped, 0, size, name, owner=True)
-
-
-class _MappedFile(StructFile):
-    """A file, or a part of one (``subset``), read in place from a memory map: a position of
-    its own, reads that copy only the bytes read, and ``get`` in one slice (Whoosh's
-    ``BufferFile`` reads through a ``BytesIO`` copy of the whole file)."""
-
-    def __init__(
-        self, mapped: mmap.mmap, start: int, length: int, name: str | None, owner: bool
-    ) -> None:
-        super().__init__(mapped, name=name)  # type: ignore[arg-type]
-        self._map = mapped
-        self._start = self._at = start
-        self._end = start + length
-        self._owner = owner  # the whole file: closing it unmaps it
-
-    def read(self, size: int | None = -1) -> bytes:
-        start = self._at
-        end = self._end if size is None or size < 0 else min(start + size, self._end)
-        self._at = end
-        return self._map[start:end]
-
-    def seek(self, where: int, whence: int = 0) -> int:
-        base = (self._start, self._at, self._end)[whence]
-        self._at = base + where
-        return self._at - self._start
-
-    def readline(self, size: int | None = -1) -> bytes:
-        newline = self._map.find(b"\n", self._at, self._end)
-        end = self._end if newline < 0 else newline + 1
-        if size is not None and size >= 0:
-            end = min(end, self._at + size)
-        return self.read(end - self._at)
-
-    def tell(self) -> int:
-        return self._at - self._start
-
-    def read_pickle(self) -> Any:
-        return pickle.load(self)  # StructFile's loads from the map's own position
-
-    def get(self, position: int, length: int) -> bytes:
-        start = self._start + position
-        return self._map[start : start + length]
-
-    def subset(self, offset: int, length: int, name: str | None = None) -> StructFile:
-        return _MappedFile(self._map, self._start + offset, length, name or self._name, False)
-
-    def close(self) -> None:
-        if self.is_closed:
-            raise ValueError(f"{self._name} is already closed")
-        if self.onclose:
-            self.onclose(self)
-        if self._owner:
-            self._map.close()
-        self.is_closed = True

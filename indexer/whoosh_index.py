@@ -40,6 +40,7 @@ from whoosh.writing import SegmentWriter
 from indexer.analysis import index_terms
 from indexer.budget import SearchLimits
 from indexer.deadline import check, deadline_in
+from indexer.mapped import MappedStorage
 from indexer.merging import MergePolicy, TieredMerge
 from indexer.model import (
     NO_DAY,
@@ -234,6 +235,9 @@ class Batch:
     def __init__(self, writer: _SegmentWriter) -> None:
         self._writer = writer
         self._written: set[str] = set()
+        # One reader of the segments for every delete of the batch: Whoosh's delete_by_term
+        # opens (and closes) a reader of every segment per call otherwise.
+        self._searcher: Searcher | None = None
 
     def _once(self, document_id: str) -> None:
         if document_id in self._written:
@@ -242,13 +246,24 @@ class Batch:
 
     def replace(self, document: IndexedDocument) -> None:
         self._once(document.document_id)
-        self._writer.delete_by_term("document_id", document.document_id)
+        self._delete(document.document_id)
         for fields in _chunk_fields(document):
             self._writer.add_chunk(fields)
 
     def delete(self, document_id: str) -> None:
         self._once(document_id)
-        self._writer.delete_by_term("document_id", document_id)
+        self._delete(document_id)
+
+    def _delete(self, document_id: str) -> None:
+        if self._searcher is None:
+            self._searcher = self._writer.searcher()
+        self._writer.delete_by_term("document_id", document_id, searcher=self._searcher)
+
+    def close(self) -> None:
+        """Close the batch's reader (before the commit, which may merge its segments)."""
+        if self._searcher is not None:
+            self._searcher.close()
+            self._searcher = None
 
 
 class DocumentIndex:
@@ -284,10 +299,13 @@ class DocumentIndex:
         # Two processes starting at once must not both create the index.
         with open(self.root / ".create.lock", "w") as lock_file:
             fcntl.flock(lock_file, fcntl.LOCK_EX)
+            # Mapped: the writer opens a reader of every segment for its deletes and merges,
+            # and Whoosh's own storage copied each whole segment into the heap for it.
+            storage = MappedStorage(self.path, readonly=False)
             if whoosh_index.exists_in(str(self.path)):
-                return whoosh_index.open_dir(str(self.path))
+                return storage.open_index()
             log.info("creating index (schema v%d) in %s", SCHEMA_VERSION, self.path)
-            return whoosh_index.create_in(str(self.path), build_schema())
+            return storage.create_index(build_schema())
 
     @property
     def ready(self) -> bool:
@@ -320,7 +338,11 @@ class DocumentIndex:
     def batch(self) -> Iterator[Batch]:
         """Replace and delete many documents in one commit."""
         with self._writer() as writer:
-            yield Batch(writer)
+            batch = Batch(writer)
+            try:
+                yield batch
+            finally:
+                batch.close()
 
     def replace_document(self, document: IndexedDocument) -> None:
         """Make ``document``'s chunks the only ones indexed under its id (one commit)."""
