@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from ldims.catalog import Document
+from ldims.documents.reading import VectorsState, vectors_state
 
 
 class DocumentError(BaseModel):
@@ -35,9 +36,15 @@ class DocumentOut(BaseModel):
     language: str | None
     title: str | None
     sourceUrl: str | None
+    chunks: int | None = Field(None, description="Passages indexed (when completed)")
+    vectors: VectorsState | None = Field(
+        None,
+        description="Semantic search's vectors of this version: ready, pending (found by "
+        "keywords meanwhile) or off; null until completed",
+    )
 
     @classmethod
-    def of(cls, document: Document) -> DocumentOut:
+    def of(cls, document: Document, fingerprint: str | None = None) -> DocumentOut:
         error = (
             DocumentError(code=document.error_code, message=document.error_message)
             if document.error_code
@@ -64,6 +71,8 @@ class DocumentOut(BaseModel):
             language=document.language,
             title=document.title,
             sourceUrl=document.source_url,
+            chunks=document.chunk_count if document.status == "completed" else None,
+            vectors=vectors_state(document, fingerprint),
         )
 
 

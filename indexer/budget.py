@@ -23,7 +23,7 @@ from whoosh.query import MultiTerm, Phrase, Query, Term
 from whoosh.reading import IndexReader
 
 from indexer.evaluate import Snapshot, scored_by_arrays
-from indexer.model import QueryUnprocessable
+from indexer.model import QueryOverBudget
 
 # A term as a query names it: (field, text or bytes).
 _Term = tuple[str, str | bytes]
@@ -52,7 +52,7 @@ class SearchLimits:
 def check_quoted(phrases: int, limits: SearchLimits) -> None:
     """Refuse a text with more quoted phrases than the limit, before parsing it."""
     if phrases > limits.max_phrases:
-        raise QueryUnprocessable(_too_many_phrases(phrases, limits))
+        raise QueryOverBudget(_too_many_phrases(phrases, limits))
 
 
 def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits) -> None:
@@ -65,18 +65,18 @@ def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits) -> None
     terms = {text for _field, text in scored} | {text for _field, text in walks}
     if len(terms) > limits.max_terms:
         counted = f"more than {limits.max_terms}" if cost.truncated else str(len(terms))
-        raise QueryUnprocessable(
+        raise QueryOverBudget(
             f"The query has {counted} distinct search terms (words after stemming, without "
             f"stop words); at most {limits.max_terms} are allowed. Use fewer words."
         )
     if cost.phrases > limits.max_phrases:
-        raise QueryUnprocessable(_too_many_phrases(cost.phrases, limits))
+        raise QueryOverBudget(_too_many_phrases(cost.phrases, limits))
     # Arrays read a term once per search; every walk steps through its postings again.
     frequency = snapshot.held_frequency
     postings = sum(frequency(key) for key in scored)
     postings += WALK_COST * sum(count * frequency(key) for key, count in walks.items())
     if postings > limits.max_postings:
-        raise QueryUnprocessable(
+        raise QueryOverBudget(
             "The query's words are too common in this index: the search would walk more than "
             f"{limits.max_postings:,} postings (those of a phrase, a NOT or a range count "
             f"{WALK_COST} times). Use fewer or rarer words, or fewer phrases."

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Literal
+from typing import Any, Literal
 
-SearchMode = Literal["exact", "keyword"]
+# exact and keyword: Whoosh; dense: the vector store; hybrid: both, fused (indexer.hybrid).
+SearchMode = Literal["exact", "keyword", "dense", "hybrid"]
+Fusion = Literal["scores", "rrf"]
 
 _EPOCH = date(1970, 1, 1)
 NO_DAY = -(2**31) + 1  # the day of chunks whose document has no creation date
@@ -30,6 +32,11 @@ class SearcherBusy(Exception):
 class QueryUnprocessable(Exception):
     """The query has nothing searchable in it (empty, only punctuation or stop words, too long),
     or would cost more than the index's :class:`~indexer.budget.SearchLimits` allow."""
+
+
+class QueryOverBudget(QueryUnprocessable):
+    """The query is too long or would cost more than :class:`~indexer.budget.SearchLimits`
+    allow: refused in every mode (a hybrid search does not go on with its dense list)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,16 @@ class SearchRequest:
     date_from: date | None = None
     date_to: date | None = None
     snippet_chars: int = 300
+    # dense and hybrid: the query's vector and the fingerprint of the model that made it.
+    vector: Any = field(default=None, compare=False, repr=False)
+    fingerprint: str | None = None
+    # hybrid: documents taken from each list, how they are fused (indexer.hybrid) and the
+    # weight of each list.
+    candidates: int = 100
+    fusion: Fusion = "scores"
+    keyword_weight: float = 1.0
+    dense_weight: float = 1.0
+    rrf_k: int = 60
 
 
 @dataclass(frozen=True)
@@ -104,3 +121,6 @@ class SearchResults:
     total: int  # matching documents, not chunks
     mode: SearchMode
     fallback: bool = False  # the query's syntax was not understood: it ran as plain terms
+    ranked_by: tuple[str, ...] = ()  # the lists that ranked the hits: keyword, exact, dense
+    # dense and hybrid: documents in the search's scope that have no vectors (yet).
+    without_vectors: int = 0

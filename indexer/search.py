@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import re
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -27,6 +28,7 @@ from indexer.deadline import check
 from indexer.evaluate import Snapshot, best_per_document
 from indexer.model import (
     NO_DAY,
+    QueryOverBudget,
     QueryUnprocessable,
     SearchHit,
     SearchRequest,
@@ -54,6 +56,19 @@ _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 _DEFAULT_LIMITS = SearchLimits()
 
 
+@dataclass(frozen=True)
+class KeywordRanking:
+    """The best chunk (a searcher docnum) of the best documents, best first, with their raw
+    scores, the documents matching in all, the query's indexed terms (for snippets)."""
+
+    docnums: list[int]
+    scores: list[float]
+    total: int
+    top: float  # the best chunk's raw score
+    terms: frozenset[str]
+    fallback: bool
+
+
 def run_search(
     searcher: Searcher,
     request: SearchRequest,
@@ -62,30 +77,70 @@ def run_search(
 ) -> SearchResults:
     """Search with ``searcher`` (``snapshot`` is its view of the commit's shared caches); a
     query over ``limits`` is refused before its postings are read."""
+    ranked = rank_keyword(searcher, request, snapshot, request.offset + request.limit, limits)
+    exact = request.mode == "exact"
+    hits = []
+    for docnum, score in zip(
+        ranked.docnums[request.offset :], ranked.scores[request.offset :], strict=True
+    ):
+        check()  # reading stored fields and making a snippet is the slow part of a hit
+        relative = round(score / ranked.top, 4) if ranked.top else 0.0
+        hits.append(hit_of(searcher, docnum, relative, ranked.terms, exact, request.snippet_chars))
+    return SearchResults(
+        hits=hits,
+        total=ranked.total,
+        mode=request.mode,
+        fallback=ranked.fallback,
+        ranked_by=("exact",) if exact else ("keyword",),
+    )
+
+
+def check_keyword_cost(
+    searcher: Searcher,
+    request: SearchRequest,
+    snapshot: Snapshot,
+    limits: SearchLimits = _DEFAULT_LIMITS,
+) -> None:
+    """Raise :class:`QueryOverBudget` when the keyword (or exact) query of ``request`` is over
+    ``limits``; a query with nothing to search for passes (a dense search may still run)."""
+    try:
+        parsed, _ = _parse(searcher, request, limits)
+    except QueryOverBudget:
+        raise
+    except QueryUnprocessable:
+        return
+    check_query(parsed, snapshot, limits)
+
+
+def rank_keyword(
+    searcher: Searcher,
+    request: SearchRequest,
+    snapshot: Snapshot,
+    wanted: int,
+    limits: SearchLimits = _DEFAULT_LIMITS,
+) -> KeywordRanking:
+    """The ``wanted`` best documents of the keyword (or exact) query, without their hits."""
     parsed, fallback = _parse(searcher, request, limits)
     check_query(parsed, snapshot, limits)
     check()
-    allowed = _allowed_chunks(snapshot, request)
+    allowed = allowed_chunks(snapshot, request)
     ids, scores = snapshot.evaluate(parsed, allowed)
-    wanted = request.offset + request.limit
     best, best_scores, total = best_per_document(ids, scores, snapshot.documents(), wanted)
     top = float(scores.max()) if len(scores) else 0.0
-    exact = request.mode == "exact"
-    fields = ("exact",) if exact else ("text", "title")
-    terms = {
+    fields = ("exact",) if request.mode == "exact" else ("text", "title")
+    terms = frozenset(
         text.decode() if isinstance(text, bytes) else text
         for field, text in parsed.iter_all_terms()
         if field in fields
-    }
-    hits = []
-    for docnum, score in zip(
-        best[request.offset :].tolist(), best_scores[request.offset :].tolist(), strict=True
-    ):
-        check()  # reading stored fields and making a snippet is the slow part of a hit
-        hits.append(
-            _hit(searcher, int(docnum), float(score), top, terms, exact, request.snippet_chars)
-        )
-    return SearchResults(hits=hits, total=total, mode=request.mode, fallback=fallback)
+    )
+    return KeywordRanking(
+        [int(docnum) for docnum in best.tolist()],
+        [float(score) for score in best_scores.tolist()],
+        total,
+        top,
+        terms,
+        fallback,
+    )
 
 
 def _parse(
@@ -95,7 +150,7 @@ def _parse(
     if not text:
         raise QueryUnprocessable("The query is empty.")
     if len(text) > MAX_QUERY_CHARS:
-        raise QueryUnprocessable(f"The query is longer than {MAX_QUERY_CHARS} characters.")
+        raise QueryOverBudget(f"The query is longer than {MAX_QUERY_CHARS} characters.")
     # Before parsing: the parser's work grows with the phrases (once per phrase in keyword mode).
     check_quoted(len(_QUOTED.findall(text)), limits)
     if request.mode == "exact":
@@ -267,7 +322,7 @@ def _new_parser(schema: Schema, mode: str, group: type[qparser.GroupNode]) -> qp
 _PARSERS: dict[tuple[int, str, type], tuple[Schema, qparser.QueryParser]] = {}
 
 
-def _allowed_chunks(snapshot: Snapshot, request: SearchRequest) -> np.ndarray:
+def allowed_chunks(snapshot: Snapshot, request: SearchRequest) -> np.ndarray:
     """Mask of the chunks the filters allow: the tenant's, narrowed by every other filter,
     never a deleted one. Masks are cached per searcher (a commit brings a new one); a date
     range is cut from the day column in one comparison."""
@@ -299,15 +354,15 @@ def _filter_mask(
     return allowed
 
 
-def _hit(
+def hit_of(
     searcher: Searcher,
     docnum: int,
     score: float,
-    top: float,
-    terms: set[str],
+    terms: frozenset[str],
     exact: bool,
     snippet_chars: int,
 ) -> SearchHit:
+    """The hit of chunk ``docnum``, its ``score`` already relative (0..1)."""
     stored = searcher.stored_fields(docnum)
     excerpt = snippet(stored["text"], terms, exact, snippet_chars)
     created = stored.get("created")
@@ -315,7 +370,7 @@ def _hit(
         document_id=stored["document_id"],
         name=stored["name"],
         title=stored.get("title"),
-        score=round(score / top, 4) if top else 0.0,
+        score=score,
         page=stored["page"],
         line_start=stored.get("line_start", 1),
         line_end=stored.get("line_end", 1),

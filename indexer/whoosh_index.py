@@ -40,6 +40,7 @@ from whoosh.writing import SegmentWriter
 from indexer.analysis import index_terms
 from indexer.budget import SearchLimits
 from indexer.deadline import check, deadline_in
+from indexer.hybrid import run_hybrid
 from indexer.mapped import MappedStorage
 from indexer.merging import MergePolicy, TieredMerge
 from indexer.model import (
@@ -51,8 +52,9 @@ from indexer.model import (
     day_number,
 )
 from indexer.schema import SCHEMA_VERSION, build_schema
-from indexer.search import run_search
+from indexer.search import check_keyword_cost, run_search
 from indexer.searchers import MAX_IDLE_SEARCHERS, MAX_OPEN_SEARCHERS, SearcherPool
+from indexer.vectors import VectorStore
 
 log = logging.getLogger(__name__)
 
@@ -279,8 +281,11 @@ class DocumentIndex:
         max_idle_searchers: int = MAX_IDLE_SEARCHERS,
         max_searchers: int = MAX_OPEN_SEARCHERS,
         merge_policy: MergePolicy | None = None,
+        vectors: VectorStore | None = None,
     ) -> None:
         self.root = root
+        # The dense vectors of the chunks (dense and hybrid searches), kept by the embed stage.
+        self.vectors = vectors
         # ``folder`` names another folder under ``root`` (a rebuild in progress).
         self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
@@ -387,7 +392,15 @@ class DocumentIndex:
         """
         with deadline_in(within), self._searchers.snapshot(wait) as snapshot:
             check()
+            if request.mode in ("dense", "hybrid"):
+                return run_hybrid(snapshot.searcher, request, snapshot, self.limits, self.vectors)
             return run_search(snapshot.searcher, request, snapshot, self.limits)
+
+    def check_cost(self, request: SearchRequest, within: float | None = None) -> None:
+        """Raise :class:`QueryOverBudget` when ``request``'s keyword query is over
+        :attr:`limits` — before a caller pays for anything else (embedding the query)."""
+        with deadline_in(within), self._searchers.snapshot(True) as snapshot:
+            check_keyword_cost(snapshot.searcher, request, snapshot, self.limits)
 
     @property
     def open_searchers(self) -> int:

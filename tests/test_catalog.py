@@ -53,8 +53,10 @@ def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> No
     assert {"documents", "webhook_events", "alembic_version"} <= tables
     with catalog.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
         )
+    columns = {column["name"] for column in inspect(catalog.engine).get_columns("documents")}
+    assert {"chunk_count", "vectors_sha256", "vectors_model"} <= columns
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

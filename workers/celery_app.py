@@ -30,7 +30,13 @@ from kombu import Exchange, Queue
 
 from ldims.logs import request_id, setup_logging
 from ldims.settings import Settings, get_settings
-from workers.queues import EXTRACT_QUEUE, EXTRACT_SINGLE_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE
+from workers.queues import (
+    EMBED_QUEUE,
+    EXTRACT_QUEUE,
+    EXTRACT_SINGLE_QUEUE,
+    INDEX_QUEUE,
+    INDEX_SINGLE_QUEUE,
+)
 
 
 def kombu_url(redis_url: str) -> str:
@@ -54,12 +60,19 @@ def make_celery(settings: Settings) -> Celery:
         # Each queue on its own direct exchange: no cross-binding between them.
         task_queues=tuple(
             Queue(name, Exchange(name, type="direct"), routing_key=name)
-            for name in (EXTRACT_QUEUE, EXTRACT_SINGLE_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE)
+            for name in (
+                EXTRACT_QUEUE,
+                EXTRACT_SINGLE_QUEUE,
+                INDEX_QUEUE,
+                INDEX_SINGLE_QUEUE,
+                EMBED_QUEUE,
+            )
         ),
         task_default_queue=EXTRACT_QUEUE,
         task_routes={
             "ldims.fetch": {"queue": EXTRACT_SINGLE_QUEUE},
             "ldims.index": {"queue": INDEX_QUEUE},
+            "ldims.embed": {"queue": EMBED_QUEUE},
             "ldims.index_one": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.delete_from_index": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.reconcile": {"queue": INDEX_SINGLE_QUEUE},

@@ -58,6 +58,19 @@ class Dispatcher:
     def fetch(self, document_id: str, url: str) -> None:
         self._send("ldims.fetch", document_id, url)
 
+    def embed(self, jobs: list[tuple[str, str]], force: bool = False) -> None:
+        """One embed message for many ``(document_id, sha256)``."""
+        (document_id, sha256), *more = jobs
+        try:
+            self.app.send_task(
+                "ldims.embed",
+                args=(document_id, sha256, [list(job) for job in more] or None),
+                kwargs={"force": force},
+            )
+        except (OperationalError, redis.RedisError, OSError) as exc:
+            log.warning("broker refused ldims.embed: %s", type(exc).__name__)
+            raise ServiceUnavailable(component="broker") from exc
+
     def delete_from_index(self, document_ids: list[str]) -> None:
         self._send("ldims.delete_from_index", document_ids)
 

@@ -16,10 +16,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
+from indexer.vectors import VectorStore
+
 from indexer import DocumentIndex, IndexBusy, IndexedDocument
+from indexer.embedding import Embedder
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
 from ldims.errors import PermanentError, ProcessingError, TransientError
+from ldims.semantic import embedder_for
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
 from workers.extraction import (
@@ -52,6 +56,17 @@ class Runtime:
     @functools.cached_property
     def index(self) -> DocumentIndex:
         return DocumentIndex(self.settings.index_dir)
+
+    @functools.cached_property
+    def vectors(self) -> VectorStore:
+        return VectorStore(self.settings.vectors_dir)
+
+    @functools.cached_property
+    def embedder(self) -> Embedder:
+        embedder = embedder_for(self.settings)
+        if embedder is None:
+            raise PermanentError("EMBEDDING_OFF", "Semantic search is off (LDIMS_EMBEDDING_MODEL).")
+        return embedder
 
     @functools.cached_property
     def heartbeats(self) -> Heartbeats:
@@ -216,7 +231,9 @@ class _Loaded:
     indexed: IndexedDocument
 
 
-def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, ProcessingError]:
+def run_index_batch(
+    rt: Runtime, jobs: Sequence[IndexJob], completed: list[IndexJob] | None = None
+) -> dict[IndexJob, ProcessingError]:
     """Index the versions ``jobs`` name and mark each document completed, in as few commits
     as ``LDIMS_INDEX_BATCH_MAX_BYTES`` of extraction results and
     ``LDIMS_INDEX_BATCH_MAX_DOCUMENTS`` a commit allow.
@@ -225,9 +242,11 @@ def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, Pro
     meanwhile is dropped, as is a second job for the same version. A document that cannot be
     written is taken out of its commit (the others are written without it) and tried alone;
     a permanent failure is recorded here. Returns the jobs to try again later, with their
-    transient error.
+    transient error. The jobs whose documents were completed are appended to ``completed``
+    (their vectors come next).
     """
     later: dict[IndexJob, ProcessingError] = {}
+    completed = completed if completed is not None else []
     max_bytes = rt.settings.index_batch_max_bytes
     # An index message may name many documents (an extract batch's): the bound on a commit's
     # documents holds here, not only on the messages a batch pulls.
@@ -249,7 +268,7 @@ def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, Pro
             later[job] = TransientError("INDEX_ERROR", "The extraction result is not there yet.")
             continue
         if part and (size + nbytes > max_bytes or len(part) >= max_documents):
-            _write(rt, part, later)
+            _write(rt, part, later, completed)
             part, size = [], 0
         try:
             result = rt.extracts.load(job.sha256, mime)
@@ -259,11 +278,16 @@ def run_index_batch(rt: Runtime, jobs: Sequence[IndexJob]) -> dict[IndexJob, Pro
             continue
         size += nbytes
     if part:
-        _write(rt, part, later)
+        _write(rt, part, later, completed)
     return later
 
 
-def _write(rt: Runtime, part: list[_Loaded], later: dict[IndexJob, ProcessingError]) -> None:
+def _write(
+    rt: Runtime,
+    part: list[_Loaded],
+    later: dict[IndexJob, ProcessingError],
+    completed: list[IndexJob],
+) -> None:
     """Write ``part`` in one commit (a document that fails is tried alone), then complete."""
     try:
         failed = _commit(rt.index, part)
@@ -284,7 +308,7 @@ def _write(rt: Runtime, part: list[_Loaded], later: dict[IndexJob, ProcessingErr
             _settle(rt, loaded.job, exc, later)
         else:
             written.append(loaded)
-    _complete(rt, written)
+    _complete(rt, written, completed)
 
 
 def _commit(index: DocumentIndex, part: list[_Loaded], alone: bool = False) -> list[_Loaded]:
@@ -317,7 +341,7 @@ def _commit(index: DocumentIndex, part: list[_Loaded], alone: bool = False) -> l
     return failed
 
 
-def _complete(rt: Runtime, written: list[_Loaded]) -> None:
+def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) -> None:
     """Mark the written versions completed; remove the chunks of documents deleted meanwhile."""
     gone = []
     with rt.catalog.session() as session:
@@ -333,7 +357,10 @@ def _complete(rt: Runtime, written: list[_Loaded]) -> None:
                 title=result.metadata.get("title"),
                 language=result.metadata.get("language"),
                 format=result.format,
+                chunk_count=len(loaded.indexed.chunks),
             )
+            if done:
+                completed.append(job)
             # Not completed: replaced (its new version's task writes over these chunks) or
             # deleted while the batch was written (its delete task may have run before).
             if not done and repository.get_document(session, job.document_id) is None:

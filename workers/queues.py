@@ -10,3 +10,6 @@ EXTRACT_SINGLE_QUEUE = "extract-single"
 INDEX_QUEUE = "index"
 # The index writer's other work, one task at a time; consumed with INDEX_QUEUE.
 INDEX_SINGLE_QUEUE = "index-single"
+# Only ``ldims.embed``: documents whose chunks need vectors, embedded in batches by one worker
+# (its own process, at a lower CPU priority than extraction and indexing).
+EMBED_QUEUE = "embed"

@@ -15,6 +15,7 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable
+from datetime import timedelta
 from typing import Any
 
 from celery import Task
@@ -22,11 +23,12 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
+from ldims.catalog import repository, utcnow
 from ldims.errors import ProcessingError, TransientError
 from ldims.settings import get_settings
-from workers import batching, pipeline, reconcile
+from workers import batching, embed, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
-from workers.queues import EXTRACT_SINGLE_QUEUE
+from workers.queues import EMBED_QUEUE, EXTRACT_SINGLE_QUEUE
 
 log = logging.getLogger(__name__)
 _settings = get_settings()
@@ -40,6 +42,7 @@ _RETRY = {
 # The queues' waiting messages, pulled into batches by the extract and index tasks.
 _extract_drain = batching.QueueDrain(app, EXTRACT_QUEUE, "ldims.extract")
 _index_drain = batching.QueueDrain(app, INDEX_QUEUE, "ldims.index")
+_embed_drain = batching.QueueDrain(app, EMBED_QUEUE, "ldims.embed")
 
 
 def failure_of(exc: BaseException) -> tuple[str, str]:
@@ -274,9 +277,10 @@ def index(self: Task, document_id: str, sha256: str, more: list[list[str]] | Non
     for item in batch.items:
         for job in _jobs_of(item.args):
             retries[job] = max(retries.get(job, 0), item.retries)
+    completed: list[pipeline.IndexJob] = []
     try:
         later: dict[pipeline.IndexJob, ProcessingError | None] = dict(
-            pipeline.run_index_batch(pipeline.runtime(), list(retries))
+            pipeline.run_index_batch(pipeline.runtime(), list(retries), completed)
         )
     except Exception as exc:  # the batch as a whole (a time limit, the catalog): each alone
         log.warning(
@@ -287,6 +291,55 @@ def index(self: Task, document_id: str, sha256: str, more: list[list[str]] | Non
         later = dict.fromkeys(retries)
     for job, error in later.items():
         _later(index_one, (job.document_id, job.sha256), error, retries[job])
+    send_to_embed(completed)
+    batch.acknowledge()
+
+
+def send_to_embed(jobs: list[pipeline.IndexJob]) -> None:
+    """Queue the vectors of ``jobs`` (one message), when semantic search is on."""
+    if jobs and _settings.semantic_enabled:
+        _send(embed_task, *_message_args(jobs))
+
+
+@app.task(bind=True, name="ldims.embed")
+def embed_task(
+    self: Task,
+    document_id: str,
+    sha256: str,
+    more: list[list[str]] | None = None,
+    force: bool = False,
+) -> None:
+    """Embed this version (and ``more``) and the versions waiting in the queue behind it, up to
+    ``LDIMS_EMBED_BATCH_MAX_DOCUMENTS``, in one vector-store commit (see
+    :mod:`workers.embed`); the ones left over go back to the queue."""
+    args = (document_id, sha256, more) if more else (document_id, sha256)
+    batch = batching.Batch([batching.Item(args, self.request.retries)])
+    limit = _settings.embed_batch_max_documents
+    jobs = _jobs_of(args)
+    if len(jobs) < limit:
+        for item in _embed_drain.pull(limit - 1, 0.0):
+            batch.items.append(item)
+            jobs += _jobs_of(item.args)
+            if len(jobs) >= limit:
+                break
+    try:
+        later = embed.run_embed_batch(pipeline.runtime(), jobs, force=force)
+    except Exception as exc:  # the catalog or the store: the whole batch again, later
+        log.warning("embed batch of %d failed (%s); retried later", len(jobs), type(exc).__name__)
+        later = {job: TransientError("EMBED_ERROR", type(exc).__name__) for job in jobs}
+    if later:
+        waiting = list(later)
+        # No document fails for want of vectors: it stays completed and keyword-searchable;
+        # the reconciler re-drives what is still missing.
+        countdown = 0.0 if all(e.code == "EMBED_DEFERRED" for e in later.values()) else 30.0
+        try:
+            embed_task.apply_async(
+                args=_message_args(waiting), kwargs={"force": force}, countdown=countdown
+            )
+        except OperationalError:
+            log.warning(
+                "could not re-queue %d documents' vectors; the reconciler will", len(waiting)
+            )
     batch.acknowledge()
 
 
@@ -336,7 +389,9 @@ def index_one(self: Task, document_id: str, sha256: str) -> None:
 
 @app.task(name="ldims.delete_from_index", **_RETRY)
 def delete_from_index(document_ids: list[str]) -> None:
-    pipeline.delete_from_index(pipeline.runtime(), document_ids)
+    rt = pipeline.runtime()
+    pipeline.delete_from_index(rt, document_ids)
+    embed.delete_vectors(rt, document_ids)
 
 
 @app.task(name="ldims.optimize_index", **_RETRY)
@@ -354,7 +409,7 @@ def _busy_queues() -> frozenset[str]:
     """The pipeline queues that still hold messages waiting for a worker."""
     busy = set()
     with app.connection_for_read() as connection:
-        for name in (EXTRACT_QUEUE, INDEX_QUEUE):
+        for name in (EXTRACT_QUEUE, INDEX_QUEUE, EMBED_QUEUE):
             try:
                 waiting = connection.default_channel.queue_declare(
                     queue=name, passive=True
@@ -377,8 +432,32 @@ def run_reconcile() -> dict[str, int]:
     for document_id, sha256 in report.index:
         _send(index, document_id, sha256)
     report.orphans_removed = reconcile.sweep_index_orphans(rt)
+    vectors = 0
+    if _settings.semantic_enabled:
+        report.orphans_removed += embed.sweep_vector_orphans(rt)
+        if EMBED_QUEUE not in _busy_queues():
+            vectors = _redrive_vectors(rt)
     return {
         "redriven": len(report.fetch) + len(report.extract) + len(report.index),
+        "vectors_redriven": vectors,
         "failed": len(report.failed),
         "orphans_removed": report.orphans_removed,
     }
+
+
+def _redrive_vectors(rt: pipeline.Runtime, limit: int = 2000) -> int:
+    """Send to the embed queue the completed documents still without vectors of the model
+    (an embed message lost with Redis, a model changed), completed a while ago (the newer ones
+    are most likely on their way)."""
+    older_than = utcnow() - timedelta(seconds=_settings.stuck_after_seconds)
+    with rt.catalog.session() as session:
+        jobs = [
+            pipeline.IndexJob(document_id, sha256)
+            for document_id, sha256 in repository.needing_vectors(
+                session, rt.embedder.fingerprint, limit=limit, completed_before=older_than
+            )
+        ]
+    step = _settings.embed_batch_max_documents
+    for start in range(0, len(jobs), step):
+        send_to_embed(jobs[start : start + step])
+    return len(jobs)

@@ -225,14 +225,17 @@ def list_documents(
     )
     items, total = services.documents.reader.list(caller, filters, limit, offset)
     return DocumentPage(
-        items=[DocumentOut.of(d) for d in items], total=total, limit=limit, offset=offset
+        items=[DocumentOut.of(d, services.documents.fingerprint) for d in items],
+        total=total,
+        limit=limit,
+        offset=offset,
     )
 
 
 @router.get("/{document_id}", response_model=DocumentOut)
 def get_document(document_id: str, documents: DocumentsDep, caller: CallerDep) -> DocumentOut:
     """One document's record: state, version, error code and reason."""
-    return DocumentOut.of(documents.reader.get(caller, document_id))
+    return DocumentOut.of(documents.reader.get(caller, document_id), documents.fingerprint)
 
 
 @router.get("/{document_id}/content", response_model=ContentOut)

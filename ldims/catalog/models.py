@@ -78,6 +78,12 @@ class Document(Base):
     language: Mapped[str | None] = mapped_column(String(16))
     title: Mapped[str | None] = mapped_column(String(512))
     source_url: Mapped[str | None] = mapped_column(Text)
+    # The embed stage's record: chunks of the indexed version, and the version (content hash)
+    # and model fingerprint of the vectors stored; vectors of another version or model do not
+    # count, so the document still needs embedding.
+    chunk_count: Mapped[int | None] = mapped_column(Integer)
+    vectors_sha256: Mapped[str | None] = mapped_column(String(64))
+    vectors_model: Mapped[str | None] = mapped_column(String(128))
 
     __table_args__ = (
         Index("ix_documents_tenant_status", "tenant", "status"),

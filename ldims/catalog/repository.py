@@ -128,6 +128,70 @@ def count_by_collection(
     return counts
 
 
+def _needs_vectors(fingerprint: str):  # type: ignore[no-untyped-def]
+    """Completed documents whose stored vectors are missing, of an older version or of
+    another model."""
+    return (Document.status == DocumentStatus.COMPLETED.value) & (
+        Document.vectors_sha256.is_(None)
+        | (Document.vectors_sha256 != Document.sha256)
+        | Document.vectors_model.is_(None)
+        | (Document.vectors_model != fingerprint)
+    )
+
+
+def pending_vectors(
+    session: Session, fingerprint: str, tenant: str | None = None
+) -> tuple[int, int]:
+    """(documents, chunks) that still need vectors of the model ``fingerprint``."""
+    query = select(func.count(), func.coalesce(func.sum(Document.chunk_count), 0)).where(
+        _needs_vectors(fingerprint)
+    )
+    if tenant is not None:
+        query = query.where(Document.tenant == tenant)
+    documents, chunks = session.execute(query).one()
+    return int(documents), int(chunks)
+
+
+def needing_vectors(
+    session: Session,
+    fingerprint: str,
+    after_id: str = "",
+    limit: int = 500,
+    every: bool = False,
+    completed_before: datetime | None = None,
+) -> list[tuple[str, str]]:
+    """(id, sha256) of completed documents needing vectors (``every``: all completed ones;
+    ``completed_before``: only those completed before then), in id order, ``limit`` at a time
+    after ``after_id``."""
+    where = (
+        Document.status == DocumentStatus.COMPLETED.value if every else _needs_vectors(fingerprint)
+    )
+    if completed_before is not None:
+        where = where & (Document.status_changed_at < completed_before)
+    query = (
+        select(Document.id, Document.sha256)
+        .where(where, Document.id > after_id)
+        .order_by(Document.id)
+        .limit(limit)
+    )
+    return [(document_id, sha256) for document_id, sha256 in session.execute(query)]
+
+
+def record_vectors(session: Session, document_id: str, sha256: str, fingerprint: str) -> bool:
+    """Record that the vectors of version ``sha256`` (still the completed one) are stored."""
+    result = session.execute(
+        update(Document)
+        .where(
+            Document.id == document_id,
+            Document.sha256 == sha256,
+            Document.status == DocumentStatus.COMPLETED.value,
+        )
+        .values(vectors_sha256=sha256, vectors_model=fingerprint)
+        .execution_options(synchronize_session=False)
+    )
+    return result.rowcount == 1
+
+
 def _same_version(sha256: str | None):  # type: ignore[no-untyped-def]
     # A document waiting for its URL to be fetched has no content hash yet.
     return Document.sha256.is_(None) if sha256 is None else Document.sha256 == sha256

@@ -11,6 +11,8 @@ import functools
 from typing import Any
 
 import indexer
+from indexer.embedding import Embedder
+from indexer.vectors import VectorStore
 from ldims.caller import Caller
 from ldims.catalog import Catalog
 from ldims.documents.events import WebhookEvents
@@ -19,6 +21,7 @@ from ldims.documents.reading import DocumentReader
 from ldims.documents.search import DocumentSearch
 from ldims.documents.uris import extracted_uri
 from ldims.errors import LdimsError
+from ldims.semantic import embedder_for, fingerprint_for
 from ldims.settings import Settings
 from workers import Dispatcher
 
@@ -28,13 +31,27 @@ class Documents:
         self.settings = settings
         self.intake = Intake(settings, catalog, dispatcher)
         self.reader = DocumentReader(settings, catalog, self.intake.extracts)
-        self.search = DocumentSearch(settings, lambda: self.index)
+        self.search = DocumentSearch(settings, lambda: self.index, lambda: self.embedder)
         self.events = WebhookEvents(settings, catalog, self.intake)
 
     @functools.cached_property
     def index(self) -> indexer.DocumentIndex:
-        """The index, opened once per process (its searchers refresh on their own)."""
-        return indexer.DocumentIndex(self.settings.index_dir, limits=search_limits(self.settings))
+        """The index, opened once per process (its searchers refresh on their own), with the
+        vector store when semantic search is on."""
+        vectors = VectorStore(self.settings.vectors_dir) if self.settings.semantic_enabled else None
+        return indexer.DocumentIndex(
+            self.settings.index_dir, limits=search_limits(self.settings), vectors=vectors
+        )
+
+    @functools.cached_property
+    def fingerprint(self) -> str | None:
+        """The embedding model's fingerprint (None: semantic search is off)."""
+        return fingerprint_for(self.settings)
+
+    @functools.cached_property
+    def embedder(self) -> Embedder | None:
+        """The query embedder, loaded on the first semantic search of the process."""
+        return embedder_for(self.settings)
 
     def linked(
         self, caller: Caller, query: str | None, ids: list[str], limit: int

@@ -21,6 +21,7 @@ from ldims.compact_schema import compact_field
 from ldims.documents.intake import owned_document
 from ldims.documents.uris import extracted_uri, lines_uri, pages_uri
 from ldims.errors import ContentUnavailable, InvalidInput, NotFound, StillProcessing
+from ldims.semantic import fingerprint_for
 from ldims.settings import Settings
 from workers import ExtractionResult, ExtractStore
 
@@ -60,6 +61,12 @@ class DocumentStatusOut(BaseModel):
     updatedAt: str  # noqa: N815
     statusChangedAt: str  # noqa: N815
     extractedAt: str | None  # noqa: N815
+    chunks: int | None = Field(description="Passages indexed (when completed)")
+    vectors: Literal["ready", "pending", "off"] | None = Field(
+        description="Semantic search's vectors of this version: ready, pending (the document "
+        "is found by keywords meanwhile), off (semantic search is not configured); null "
+        "until completed"
+    )
     uri: str
 
 
@@ -114,7 +121,7 @@ class DocumentReader:
             return repository.list_documents(session, caller.tenant, filters, limit, offset)
 
     def status(self, caller: Caller, document_id: str) -> DocumentStatusOut:
-        return status_of(self.get(caller, document_id))
+        return status_of(self.get(caller, document_id), fingerprint_for(self.settings))
 
     def content(self, caller: Caller, document_id: str) -> tuple[Document, ExtractionResult]:
         """The extracted content of a completed document, or the error its state calls for."""
@@ -254,8 +261,25 @@ def pages_of(result: ExtractionResult) -> list[str]:
     return [result.text]
 
 
-def status_of(document: Document) -> DocumentStatusOut:
+VectorsState = Literal["ready", "pending", "off"]
+
+
+def vectors_state(document: Document, fingerprint: str | None) -> VectorsState | None:
+    """Whether the vectors of ``document``'s version and of the model ``fingerprint`` are
+    stored (None until it is completed; off: no model)."""
+    if document.status != "completed":
+        return None
+    if fingerprint is None:
+        return "off"
+    embedded = document.vectors_sha256 == document.sha256 and document.vectors_model == fingerprint
+    return "ready" if embedded else "pending"
+
+
+def status_of(document: Document, fingerprint: str | None = None) -> DocumentStatusOut:
+    """The status of ``document``; ``fingerprint``: the embedding model's (None: off)."""
     waiting = document.status in ("queued", "processing")
+    completed = document.status == "completed"
+    vectors = vectors_state(document, fingerprint)
     return DocumentStatusOut(
         documentId=document.id,
         documentName=document.name,
@@ -277,5 +301,7 @@ def status_of(document: Document) -> DocumentStatusOut:
         updatedAt=document.updated_at.isoformat(),
         statusChangedAt=document.status_changed_at.isoformat(),
         extractedAt=document.extracted_at.isoformat() if document.extracted_at else None,
+        chunks=document.chunk_count if completed else None,
+        vectors=vectors,
         uri=extracted_uri(document.id),
     )

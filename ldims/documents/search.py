@@ -24,17 +24,19 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from datetime import date, datetime
-from typing import Annotated, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import indexer
+from indexer.embedding import Embedder, EmbedderUnavailable, QueryCache
 from ldims.caller import Caller
 from ldims.compact_schema import compact_field
 from ldims.documents.uris import pages_uri
-from ldims.errors import InvalidInput, QueryUnprocessable, SearchTimeout
+from ldims.errors import InvalidInput, QueryUnprocessable, SearchTimeout, ServiceUnavailable
 from ldims.settings import Settings
 
 T = TypeVar("T")
@@ -70,6 +72,8 @@ Offset = Annotated[
     Field(strict=True, ge=0, le=MAX_OFFSET, description="Results to skip (for the next page)"),
 ]
 SearchModeName = Literal["exact", "semantic"]
+# REST's searchMode also names the lists semantic search fuses, to compare or debug them.
+AnySearchModeName = Literal["exact", "semantic", "keyword", "dense", "hybrid"]
 
 
 class SearchFilters(BaseModel):
@@ -97,6 +101,15 @@ class SearchFilters(BaseModel):
     )
 
 
+class RestSearchFilters(SearchFilters):
+    """REST's filters: ``searchMode`` may also be ``keyword``, ``dense`` or ``hybrid``."""
+
+    searchMode: AnySearchModeName = Field(  # type: ignore[assignment]  # noqa: N815
+        "semantic",
+        description="exact | semantic (= hybrid when vectors are on) | keyword | dense | hybrid",
+    )
+
+
 class ResultMetadata(BaseModel):
     createdAt: str | None  # noqa: N815
     submitter: str | None
@@ -119,7 +132,7 @@ class SearchResult(BaseModel):
 
 class SearchMetadata(BaseModel):
     executionTime: str  # noqa: N815
-    searchMode: SearchModeName  # noqa: N815
+    searchMode: AnySearchModeName  # noqa: N815
     rankedBy: str = Field(description="What actually ranked the results")  # noqa: N815
     maxResults: int = Field(description="Results asked for after the server's cap")  # noqa: N815
     offset: int
@@ -136,21 +149,33 @@ class SearchOutput(BaseModel):
 class _Prepared:
     """A validated search: the index request and what the answer must report."""
 
-    __slots__ = ("filters", "max_results", "request", "started")
+    __slots__ = ("filters", "max_results", "notes", "request", "started")
 
     def __init__(self, request: indexer.SearchRequest, filters: SearchFilters, asked: int) -> None:
         self.request = request
         self.filters = filters
         self.max_results = asked
         self.started = time.perf_counter()
+        self.notes: list[str] = []
+
+    @property
+    def needs_vector(self) -> bool:
+        return self.request.mode in ("dense", "hybrid")
 
 
 class DocumentSearch:
     """Searches of the caller's own documents (the tenant filter is inside every query)."""
 
-    def __init__(self, settings: Settings, index: Callable[[], indexer.DocumentIndex]) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        index: Callable[[], indexer.DocumentIndex],
+        embedder: Callable[[], Embedder | None] = lambda: None,
+    ) -> None:
         self.settings = settings
         self._index = index  # opened on first use: a process that never searches never opens it
+        self._embedder = embedder  # loaded on first use too
+        self._queries = QueryCache(settings.embedding_query_cache_size)
 
     async def search(
         self,
@@ -160,18 +185,22 @@ class DocumentSearch:
         filters: SearchFilters | None = None,
         offset: int = 0,
         *,
-        blocking: Blocking[indexer.SearchResults],
+        blocking: Blocking[Any],
     ) -> SearchOutput:
         """Validate, search (quickly on this loop, else through ``blocking``) and answer."""
         prepared = self.prepare(caller, query, max_results, filters, offset)
         now = time.monotonic()
         left = anyio.current_effective_deadline() - anyio.current_time()  # inf: no limit set
         end = now + min(left, self.settings.search_timeout_seconds)
+        if prepared.needs_vector:
+            cached = self._cached_vector(prepared)
+            if not cached:  # embedding a query takes milliseconds of CPU: not on the loop
+                await blocking(lambda: self._add_vector(prepared))
         quick = self.settings.mcp_inline_search_seconds
         found = None
         if quick > 0:
             with contextlib.suppress(indexer.SearcherBusy, indexer.SearchOverdue):
-                found = self._run(prepared, min(quick, end - now), wait=False)
+                found = self._run(prepared, min(quick, end - time.monotonic()), wait=False)
         if found is None:
             found = await blocking(lambda: self._run(prepared, end - time.monotonic()))
         return self.present(prepared, found)
@@ -186,7 +215,11 @@ class DocumentSearch:
     ) -> SearchOutput:
         """The same search, blocking the calling thread (CLI, guide links, benchmarks)."""
         prepared = self.prepare(caller, query, max_results, filters, offset)
-        return self.present(prepared, self._run(prepared, self.settings.search_timeout_seconds))
+        started = time.monotonic()
+        if prepared.needs_vector:
+            self._add_vector(prepared)
+        left = self.settings.search_timeout_seconds - (time.monotonic() - started)
+        return self.present(prepared, self._run(prepared, left))
 
     # --- the steps -----------------------------------------------------------------------------
     def prepare(
@@ -210,12 +243,17 @@ class DocumentSearch:
         if date_from and date_to and date_from > date_to:
             raise InvalidInput(field="filters.dateFrom", issue="dateFrom is after dateTo")
         limit = min(max_results, self.settings.search_max_results_hard_limit)
+        settings = self.settings
         request = indexer.SearchRequest(
             tenant=caller.tenant,
             query=query,
-            # Until dense vectors exist, semantic runs the stemmed keyword search (and says so).
-            mode="exact" if filters.searchMode == "exact" else "keyword",
+            mode=_index_mode(filters.searchMode, settings.semantic_enabled),
             limit=limit,
+            candidates=settings.hybrid_candidates,
+            fusion=settings.hybrid_fusion,
+            keyword_weight=settings.hybrid_keyword_weight,
+            dense_weight=settings.hybrid_dense_weight,
+            rrf_k=settings.hybrid_rrf_k,
             offset=offset,
             collection=filters.collection,
             document_type=filters.documentType,
@@ -223,38 +261,105 @@ class DocumentSearch:
             date_from=date_from,
             date_to=date_to,
         )
-        return _Prepared(request, filters, max_results)
+        prepared = _Prepared(request, filters, max_results)
+        if filters.searchMode in ("semantic", "hybrid") and not settings.semantic_enabled:
+            prepared.notes.append(
+                "semantic search is off (LDIMS_EMBEDDING_MODEL=none): the keyword search ran"
+            )
+        if filters.searchMode == "dense" and not settings.semantic_enabled:
+            raise InvalidInput(
+                field="filters.searchMode",
+                issue="dense needs vectors, and semantic search is off (LDIMS_EMBEDDING_MODEL)",
+            )
+        return prepared
+
+    def _cached_vector(self, prepared: _Prepared) -> bool:
+        """Put the query's vector on ``prepared`` when the cache holds it."""
+        embedder = self._embedder()
+        if embedder is None:
+            return False
+        text = prepared.request.query[: self.settings.embedding_query_max_chars]
+        vector = self._queries.get(embedder, text)
+        if vector is None:
+            return False
+        prepared.request = replace(
+            prepared.request, vector=vector, fingerprint=embedder.fingerprint
+        )
+        return True
+
+    def _add_vector(self, prepared: _Prepared) -> None:
+        """Put the query's vector on ``prepared``; when the model cannot answer, a hybrid
+        search goes on as a keyword search (and says so), a dense one fails."""
+        # A query over the keyword budget is refused before its embedding is paid for.
+        self._checked(lambda: self._index().check_cost(prepared.request, self._left(prepared)))
+        embedder = self._embedder()
+        try:
+            if embedder is None:
+                raise EmbedderUnavailable("no embedding model is configured")
+            text = prepared.request.query[: self.settings.embedding_query_max_chars]
+            vector = self._queries.vector(embedder, text)
+        except EmbedderUnavailable as exc:
+            if prepared.request.mode == "dense":
+                raise ServiceUnavailable(
+                    "The embedding model is unavailable; dense search cannot run. Try the "
+                    "keyword mode, or again later.",
+                    component="embedding",
+                ) from exc
+            prepared.request = replace(prepared.request, mode="keyword")
+            prepared.notes.append("the embedding model did not answer: keyword results only")
+            return
+        prepared.request = replace(
+            prepared.request, vector=vector, fingerprint=embedder.fingerprint
+        )
 
     def _run(self, prepared: _Prepared, within: float, wait: bool = True) -> indexer.SearchResults:
         """The index's search, its errors in LDIMS's terms; ``wait=False``: the quick try on
         the event loop, whose ``SearcherBusy`` / ``SearchOverdue`` the caller handles."""
+        request = prepared.request
+        if wait:
+            return self._checked(
+                lambda: self._index().search(request, within=max(within, 0.0), wait=True)
+            )
         try:
-            return self._index().search(prepared.request, within=max(within, 0.0), wait=wait)
+            return self._index().search(request, within=max(within, 0.0), wait=False)
+        except indexer.QueryUnprocessable as exc:
+            raise QueryUnprocessable(str(exc), field="query") from exc
+
+    def _checked(self, call: Callable[[], T]) -> T:
+        """``call()``, the index's errors in LDIMS's terms."""
+        try:
+            return call()
         except indexer.SearchOverdue:
-            if not wait:
-                raise
             raise SearchTimeout(timeoutSeconds=self.settings.search_timeout_seconds) from None
         except indexer.QueryUnprocessable as exc:
             raise QueryUnprocessable(str(exc), field="query") from exc
 
+    def _left(self, prepared: _Prepared) -> float:
+        """Seconds left of the search's time limit."""
+        spent = time.perf_counter() - prepared.started
+        return max(self.settings.search_timeout_seconds - spent, 0.0)
+
     def present(self, prepared: _Prepared, found: indexer.SearchResults) -> SearchOutput:
         """The answer in the seed's shape (plus the documented extras)."""
         mode = prepared.filters.searchMode
-        notes = []
-        if mode == "semantic":
-            notes.append("semantic runs the stemmed keyword search (BM25F) until vectors exist")
+        notes = list(prepared.notes)
         limit = prepared.request.limit
         if limit < prepared.max_results:
             notes.append(f"maxResults capped at {limit}")
         if found.fallback:
             notes.append("the query's syntax was not understood; it ran as plain words")
+        if found.without_vectors:
+            notes.append(
+                f"{found.without_vectors} document(s) in scope have no vectors yet: "
+                "ranked by their keywords only"
+            )
         return SearchOutput(
             results=[_result(hit) for hit in found.hits],
             totalMatches=found.total,
             searchMetadata=SearchMetadata(
                 executionTime=f"{time.perf_counter() - prepared.started:.3f}s",
                 searchMode=mode,
-                rankedBy="exact terms and phrases" if mode == "exact" else "keyword BM25F",
+                rankedBy=_ranked_by(found.ranked_by, _FUSIONS[prepared.request.fusion]),
                 maxResults=limit,
                 offset=prepared.request.offset,
                 note="; ".join(notes) or None,
@@ -262,10 +367,38 @@ class DocumentSearch:
         )
 
 
+def _index_mode(mode: str, semantic: bool) -> indexer.SearchMode:
+    """The index's mode for a ``searchMode``: semantic is hybrid when vectors are on."""
+    if mode == "exact":
+        return "exact"
+    if mode == "dense":
+        return "dense"
+    if mode in ("semantic", "hybrid") and semantic:
+        return "hybrid"
+    return "keyword"
+
+
+_FUSIONS = {"scores": "relative score fusion", "rrf": "reciprocal rank fusion"}
+_LISTS = {
+    "exact": "exact terms and phrases",
+    "keyword": "keyword BM25F",
+    "dense": "dense vectors (cosine)",
+}
+
+
+def _ranked_by(lists: tuple[str, ...], fusion: str) -> str:
+    """What ranked the hits, for ``searchMetadata.rankedBy``."""
+    if len(lists) > 1:
+        return " + ".join(_LISTS[name] for name in lists) + f", fused ({fusion})"
+    if lists:
+        return _LISTS[lists[0]]
+    return "nothing matched"
+
+
 def search_filters(values: dict[str, object]) -> SearchFilters:
     """Filters from plain values (REST query parameters), refused as INVALID_INPUT."""
     try:
-        return SearchFilters.model_validate(values)
+        return RestSearchFilters.model_validate(values)
     except ValidationError as exc:
         first = exc.errors(include_url=False, include_input=False)[0]
         field = "filters." + ".".join(str(part) for part in first["loc"])

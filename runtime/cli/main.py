@@ -7,8 +7,15 @@ import os
 import click
 
 from ldims.logs import setup_logging
+from ldims.semantic import fingerprint_for
 from ldims.settings import Settings, get_settings
-from workers.queues import EXTRACT_QUEUE, EXTRACT_SINGLE_QUEUE, INDEX_QUEUE, INDEX_SINGLE_QUEUE
+from workers.queues import (
+    EMBED_QUEUE,
+    EXTRACT_QUEUE,
+    EXTRACT_SINGLE_QUEUE,
+    INDEX_QUEUE,
+    INDEX_SINGLE_QUEUE,
+)
 
 
 @click.group()
@@ -63,10 +70,15 @@ def worker(queues: str, concurrency: int | None, beat: bool, hostname: str | Non
     """Run a Celery worker for the given queues."""
     from workers.celery_app import app
 
+    settings = get_settings()
     try:
-        argv = worker_argv(get_settings(), queues, concurrency, beat, hostname)
+        argv = worker_argv(settings, queues, concurrency, beat, hostname)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
+    if argv[argv.index("--queues") + 1] == EMBED_QUEUE:
+        # Below extraction and indexing: vectors never slow the keyword path (the pool's
+        # processes inherit it).
+        os.nice(settings.embed_worker_nice)
     app.worker_main(argv)
 
 
@@ -80,6 +92,10 @@ def worker_argv(
         raise ValueError("give at least one queue")
     if INDEX_SINGLE_QUEUE in names and INDEX_QUEUE not in names:
         raise ValueError(f"{INDEX_SINGLE_QUEUE} is consumed with the index queue: --queues index")
+    if EMBED_QUEUE in names and (len(names) > 1 or concurrency not in (None, 1)):
+        raise ValueError(
+            "the embed queue has one writer and its own priority: --queues embed --concurrency 1"
+        )
     if EXTRACT_QUEUE in names and EXTRACT_SINGLE_QUEUE not in names:
         names.append(EXTRACT_SINGLE_QUEUE)  # downloads and retries ride with extraction
     if INDEX_QUEUE in names:
@@ -92,6 +108,8 @@ def worker_argv(
                 "the index queue has one writer: run it with --concurrency 1 (or in a worker of "
                 "its own: --queues index)"
             )
+        processes = 1
+    elif EMBED_QUEUE in names:
         processes = 1
     else:
         processes = concurrency or settings.extract_concurrency
@@ -203,12 +221,55 @@ def status(tenant: str | None) -> None:
 
     catalog = Catalog(get_settings().catalog_url)
     catalog.upgrade()  # a fresh data dir has no tables yet
+    settings = get_settings()
+    fingerprint = fingerprint_for(settings)
     with catalog.session() as session:
         counts = repository.count_by_status(session, tenant)
+        pending = repository.pending_vectors(session, fingerprint, tenant) if fingerprint else None
     width = max(len(name) for name in counts)
     for name, count in counts.items():
         click.echo(f"{name:<{width}}  {count}")
     click.echo(f"{'total':<{width}}  {sum(counts.values())}")
+    if pending is None:
+        click.echo("vectors: off (LDIMS_EMBEDDING_MODEL=none)")
+    else:
+        click.echo(
+            f"vectors: {fingerprint}; {pending[0]} completed documents ({pending[1]} chunks) "
+            "still need embedding"
+        )
+
+
+@cli.command()
+@click.option("--force", is_flag=True, help="Every completed document, even those embedded.")
+@click.option("--batch-size", type=int, default=64, show_default=True, help="Documents a message.")
+def embed(force: bool, batch_size: int) -> None:
+    """Queue the vectors of the completed documents that need them (a new model, a lost
+    message; --force: all of them, e.g. after a reindex). The embed worker writes them."""
+    from ldims.catalog import Catalog, repository
+    from workers import Dispatcher
+
+    settings = get_settings()
+    fingerprint = fingerprint_for(settings)
+    if fingerprint is None:
+        raise click.UsageError("semantic search is off (LDIMS_EMBEDDING_MODEL=none)")
+    catalog = Catalog(settings.catalog_url)
+    catalog.upgrade()
+    dispatcher = Dispatcher(settings)
+    queued, after = 0, ""
+    try:
+        while True:
+            with catalog.session() as session:
+                jobs = repository.needing_vectors(
+                    session, fingerprint, after_id=after, limit=batch_size, every=force
+                )
+            if not jobs:
+                break
+            dispatcher.embed(jobs, force=force)
+            queued += len(jobs)
+            after = jobs[-1][0]
+    finally:
+        dispatcher.close()
+    click.echo(f"queued {queued} documents for embedding ({fingerprint})")
 
 
 @cli.command()

