@@ -15,7 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
+from indexer import (
+    DocumentIndex,
+    IndexedDocument,
+    QueryUnprocessable,
+    SearchRequest,
+    SearchResults,
+)
 from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
 from workers.embed import embed_documents
@@ -65,6 +71,7 @@ def run_semantic(
     mode: str,
     embedder: Embedder,
     limit: int,
+    fusion: str = "scores",
 ) -> Ranked:
     """Every query in ``mode`` (dense or hybrid), its vector made anew each time."""
     ranked = Ranked()
@@ -72,7 +79,7 @@ def run_semantic(
     for query_id, text in queries:
         started = time.perf_counter()
         try:
-            found = search(index, tenant, text, mode, embedder, limit)
+            found = search(index, tenant, text, mode, embedder, limit, fusion)
         except QueryUnprocessable:
             ranked.latencies.append(time.perf_counter() - started)
             ranked.unprocessable += 1
@@ -85,15 +92,25 @@ def run_semantic(
     return ranked
 
 
-def search(index: DocumentIndex, tenant: str, text: str, mode: str, embedder: Embedder, limit: int):  # type: ignore[no-untyped-def]
-    vector = embedder.query(text)
+def search(
+    index: DocumentIndex,
+    tenant: str,
+    text: str,
+    mode: str,
+    embedder: Embedder,
+    limit: int,
+    fusion: str = "scores",
+) -> SearchResults:
+    """One search as the server runs it (100 candidates a list, weights 1:1), the query's
+    vector made now."""
     request = SearchRequest(
         tenant=tenant,
         query=text,
         mode=mode,  # type: ignore[arg-type]
         limit=limit,
-        vector=vector,
+        vector=embedder.query(text),
         fingerprint=embedder.fingerprint,
+        fusion=fusion,  # type: ignore[arg-type]
     )
     return index.search(request)
 

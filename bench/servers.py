@@ -39,13 +39,16 @@ class Server:
         return "(no log)"
 
 
-def launch(command: list[str], data_dir: Path, url: str) -> Server:
-    """Start ``command`` on ``data_dir``, its output in ``data_dir/serve.log``."""
+def launch(
+    command: list[str], data_dir: Path, url: str, env: dict[str, str] | None = None
+) -> Server:
+    """Start ``command`` on ``data_dir``, its output in ``data_dir/serve.log`` (``env``: more
+    variables, e.g. LDIMS settings of the run)."""
     log_path = data_dir / "serve.log"
     with open(log_path, "wb") as log_file:
         process = subprocess.Popen(
             command,
-            env=server_env(data_dir),
+            env=server_env(data_dir) | (env or {}),
             cwd=data_dir,  # no stray .env of the caller's folder
             stdout=log_file,
             stderr=subprocess.STDOUT,
@@ -63,6 +66,8 @@ ROLES = (
     "extractor child",
     "index worker",
     "index pool child",
+    "embed worker",
+    "embed pool child",
     "beat",
     "redis",
     "other",
@@ -118,7 +123,7 @@ class ProcessTree:
         if "workers.extraction.sandbox_child" in cmdline:
             return "extractor child"
         queues = _queues(cmdline)
-        if queues not in ("extract", "index"):
+        if queues not in ("extract", "index", "embed"):
             return "other"
         return f"{queues} worker" if process.ppid() == self.root.pid else f"{queues} pool child"
 
