@@ -182,3 +182,25 @@ def test_an_embedding_endpoint_that_is_down_gives_keyword_results_with_a_note(
     documents.index.close()
     dispatcher.close()
     catalog.dispose()
+
+
+def test_vectors_whose_message_was_lost_are_redriven_by_the_reconciler(
+    stack_factory: Callable[..., Stack], redis_server: RedisServer, tmp_path: Path
+) -> None:
+    stack = stack_factory(
+        redis_server.url,
+        embedding_model="use",
+        stuck_after_seconds=3,
+        reconcile_interval_seconds=2,
+    )
+    document_id = stack.upload("a.txt", CATS.encode()).json()["documentId"]
+    assert stack.wait_final(document_id)["vectors"] == "pending"
+    broker = redis.Redis.from_url(redis_server.url)
+    wait_until(lambda: broker.llen("embed") >= 1, 10)
+    broker.delete("embed")  # the message is lost (a Redis without persistence restarted)
+    embed = Worker(stack.settings, "embed", tmp_path / "embed.log").start()
+    try:
+        vectors_ready(stack, document_id, timeout=60)
+    finally:
+        embed.stop()
+    assert VectorStore(stack.settings.vectors_dir).document_ids() == {document_id}

@@ -25,6 +25,7 @@ from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.catalog import repository, utcnow
 from ldims.errors import ProcessingError, TransientError
+from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, embed, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
@@ -450,11 +451,13 @@ def _redrive_vectors(rt: pipeline.Runtime, limit: int = 2000) -> int:
     (an embed message lost with Redis, a model changed), completed a while ago (the newer ones
     are most likely on their way)."""
     older_than = utcnow() - timedelta(seconds=_settings.stuck_after_seconds)
+    fingerprint = fingerprint_for(_settings)  # without loading the model in this process
+    assert fingerprint is not None
     with rt.catalog.session() as session:
         jobs = [
             pipeline.IndexJob(document_id, sha256)
             for document_id, sha256 in repository.needing_vectors(
-                session, rt.embedder.fingerprint, limit=limit, completed_before=older_than
+                session, fingerprint, limit=limit, completed_before=older_than
             )
         ]
     step = _settings.embed_batch_max_documents
