@@ -4,8 +4,19 @@ the store's manifest replacement and clean-up.
 
 A segment is three files under the store's folder: ``<name>.vec.npy`` (float32, rows x dim,
 L2-normalised), ``<name>.rows.npy`` (:data:`ROW_DTYPE`, one record a row, string fields as
-indexes into the segment's tables, -1 for None) and ``<name>.strings.json`` (those tables).
-Written once, never changed: its deletions live in separate mask files.
+indexes into the segment's tables, -1 for None) and ``<name>.strings.json`` (those tables);
+a large one also ``<name>.usearch``, an HNSW index of its vectors (``usearch``, f16, keyed by
+row), built from the matrix when the segment is written. Written once, never changed: its
+deletions live in separate mask files.
+
+A search in a segment selects the rows its filters allow first (tenant, collection, type,
+submitter, days, not deleted). It scores them all (exact) unless they are more than the
+store's ``exact_max_rows`` and the segment has an HNSW index: then the index proposes
+candidates, only the selected ones are kept, and more are asked for (x4) until the kept rows
+name ``limit`` documents, or the search goes exact after all. The kept rows are scored
+exactly from the matrix. So a filter never returns too few documents, a small scope (a
+tenant with a few documents among millions) is always exact, and the index only decides
+which rows of a large scope get scored.
 """
 
 from __future__ import annotations
@@ -59,6 +70,9 @@ Facts = tuple[str, int, int, str, str, str | None, str | None, int]
 # 14, 4,096: 16).
 MAX_SLICES = 16
 GATHER_ROWS = 1024
+# Candidates first asked of the HNSW index, per document wanted (a document has several
+# chunks, and the filters drop the rows out of scope).
+ANN_PER_DOCUMENT = 8
 _NONE = np.zeros(0, dtype=np.intp)
 
 # Tier 0 holds segments under TIER_BASE_ROWS * factor live rows (a few commits of a few
@@ -71,12 +85,18 @@ class Segment:
     (being written)."""
 
     def __init__(
-        self, name: str, vectors: np.ndarray, rows: np.ndarray, strings: dict[str, list[str]]
+        self,
+        name: str,
+        vectors: np.ndarray,
+        rows: np.ndarray,
+        strings: dict[str, list[str]],
+        ann: Any = None,
     ) -> None:
         self.name = name
         self.vectors = vectors
         self.rows = rows
         self.strings = strings
+        self.ann = ann  # a usearch Index (mapped, read-only) or None
         self._codes: dict[str, dict[str, int]] = {}
 
     def __len__(self) -> int:
@@ -116,21 +136,48 @@ class Scored:
     docs: np.ndarray
     scores: np.ndarray
     best: np.ndarray
-    present: np.ndarray  # codes of the documents in scope
+    present: np.ndarray  # codes of the documents scored
+    in_scope: int  # documents with a row in scope (all scored, unless the HNSW index chose)
 
 
 def score(
-    segment: Segment, deleted: np.ndarray | None, where: VectorFilter, query: np.ndarray
+    segment: Segment,
+    deleted: np.ndarray | None,
+    where: VectorFilter,
+    query: np.ndarray,
+    limit: int = 0,
+    exact_max_rows: int = 0,
 ) -> Scored | None:
-    """The segment's live rows that ``where`` allows, scored (None when there are none)."""
+    """The segment's live rows that ``where`` allows, scored (None when there are none); over
+    ``exact_max_rows`` of them, only the candidates of its HNSW index (see the module)."""
     rows = select(segment, deleted, where)
     if not rows.size:
         return None
+    docs_in_scope = segment.rows["doc"][rows]
+    in_scope = int(np.unique(docs_in_scope).size)
+    if segment.ann is not None and 0 < exact_max_rows < rows.size and limit:
+        rows = ann_candidates(segment, rows, query, limit)
     scores = dot(segment.vectors, rows, query)
     docs = segment.rows["doc"][rows]
     best = np.full(len(segment.strings["documents"]), -np.inf, dtype=np.float32)
     np.maximum.at(best, docs, scores)
-    return Scored(segment, rows, docs, scores, best, np.flatnonzero(best > -np.inf))
+    return Scored(segment, rows, docs, scores, best, np.flatnonzero(best > -np.inf), in_scope)
+
+
+def ann_candidates(segment: Segment, rows: np.ndarray, query: np.ndarray, limit: int) -> np.ndarray:
+    """The selected ``rows`` the HNSW index finds nearest, naming at least ``limit`` documents
+    (all of ``rows`` when it cannot)."""
+    allowed = np.zeros(len(segment), dtype=bool)
+    allowed[rows] = True
+    count = limit * ANN_PER_DOCUMENT
+    while count < len(segment):
+        found = segment.ann.search(query, count, threads=1)
+        keys = np.asarray(found.keys, dtype=np.intp)
+        kept = keys[allowed[keys]]
+        if np.unique(segment.rows["doc"][kept]).size >= limit:
+            return np.sort(kept)
+        count *= 4
+    return rows
 
 
 def select(segment: Segment, deleted: np.ndarray | None, where: VectorFilter) -> np.ndarray:
@@ -260,7 +307,32 @@ def open_segment(folder: Path, name: str) -> Segment:
     # np.asarray: plain arrays over the maps (np.memmap's subclass would wrap every result).
     vectors = np.asarray(np.load(folder / vec_file, mmap_mode="r", allow_pickle=False))
     rows = np.asarray(np.load(folder / rows_file, mmap_mode="r", allow_pickle=False))
-    return Segment(name, vectors, rows, strings)
+    ann = None
+    if (folder / ann_file(name)).exists():
+        from usearch.index import Index
+
+        # A view maps the file (never added to: a mapped index crashes on writes).
+        ann = Index.restore(str(folder / ann_file(name)), view=True)
+    return Segment(name, vectors, rows, strings, ann)
+
+
+def ann_file(name: str) -> str:
+    return f"{name}.usearch"
+
+
+def build_ann(folder: Path, segment: Segment) -> None:
+    """Write the segment's HNSW index (cosine over unit vectors: inner product, f16)."""
+    from usearch.index import Index
+
+    index = Index(ndim=segment.vectors.shape[1], metric="ip", dtype="f16")
+    vectors = np.ascontiguousarray(segment.vectors, dtype=np.float32)
+    index.add(np.arange(len(segment), dtype=np.uint64), vectors, threads=1)
+    temp = folder / f"{ann_file(segment.name)}.{os.urandom(4).hex()}.tmp"
+    index.save(str(temp))
+    with open(temp, "rb") as file:
+        os.fsync(file.fileno())
+    os.replace(temp, folder / ann_file(segment.name))
+    segment.ann = Index.restore(str(folder / ann_file(segment.name)), view=True)
 
 
 def build_segment(name: str, facts: Sequence[Facts], vectors: np.ndarray) -> Segment:
@@ -311,12 +383,15 @@ def merge(name: str, parts: Iterable[tuple[Segment, np.ndarray | None]]) -> Segm
     return Segment(name, np.concatenate(vectors), np.concatenate(rows), strings)
 
 
-def write_segment(folder: Path, segment: Segment) -> None:
-    """The segment's three files, flushed to disk (before a manifest names them)."""
+def write_segment(folder: Path, segment: Segment, ann_min_rows: int = 0) -> None:
+    """The segment's files, flushed to disk (before a manifest names them); its HNSW index
+    too when it holds ``ann_min_rows`` rows or more (0: never)."""
     vec_file, rows_file, strings_file = files(segment.name)
     save_npy(folder / vec_file, np.ascontiguousarray(segment.vectors, dtype=np.float32))
     save_npy(folder / rows_file, np.ascontiguousarray(segment.rows))
     save_bytes(folder / strings_file, json.dumps(segment.strings).encode("utf-8"))
+    if ann_min_rows and len(segment) >= ann_min_rows:
+        build_ann(folder, segment)
 
 
 def save_npy(path: Path, array: np.ndarray) -> None:
@@ -366,7 +441,8 @@ def remove_unnamed(folder: Path, named: set[str]) -> None:
 
 
 def _ours(name: str) -> bool:
-    return name.endswith((".vec.npy", ".rows.npy", ".strings.json", ".tmp")) or ".del." in name
+    suffixes = (".vec.npy", ".rows.npy", ".strings.json", ".usearch", ".tmp")
+    return name.endswith(suffixes) or ".del." in name
 
 
 @dataclass(frozen=True)

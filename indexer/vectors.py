@@ -55,6 +55,7 @@ from indexer.vector_segments import (
     NO_DAY,
     Segment,
     SegmentSize,
+    ann_file,
     build_segment,
     choose_merge,
     files,
@@ -164,12 +165,24 @@ class VectorStore:
     """The vector store in folder ``path``: searched from any number of processes and threads,
     written by one :meth:`writer` at a time."""
 
-    def __init__(self, path: Path, lock_timeout: float = 30.0, merge_factor: int = 4) -> None:
+    def __init__(
+        self,
+        path: Path,
+        lock_timeout: float = 30.0,
+        merge_factor: int = 4,
+        ann_min_rows: int = 0,
+        exact_max_rows: int = 0,
+    ) -> None:
+        """``ann_min_rows``: a segment written with at least that many rows gets an HNSW index
+        (0: none); ``exact_max_rows``: a search whose scope in a segment is larger uses it
+        (0: always exact). See :mod:`indexer.vector_segments`."""
         if merge_factor < 2:
             raise ValueError("merge_factor must be at least 2")
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         self.merge_factor = merge_factor
+        self.ann_min_rows = ann_min_rows
+        self.exact_max_rows = exact_max_rows
         self._lock = threading.Lock()  # guards the reopening below
         self._snapshot = _Snapshot(key=None)
         self._segments: dict[str, Segment] = {}
@@ -200,10 +213,13 @@ class VectorStore:
         scored = [
             found
             for part in snapshot.parts
-            if (found := score(part.segment, part.deleted, where, query)) is not None
+            if (
+                found := score(part.segment, part.deleted, where, query, limit, self.exact_max_rows)
+            )
+            is not None
         ]
         hits = [DenseHit(*hit) for hit in rank(scored, limit)]
-        return hits, sum(found.present.size for found in scored)
+        return hits, sum(found.in_scope for found in scored)
 
     def document_count(self, fingerprint: str | None = None) -> int:
         """Live documents (0 when ``fingerprint`` is given and not the store's)."""
@@ -337,6 +353,7 @@ class VectorStore:
         named = {MANIFEST, LOCK}
         for entry in entries:
             named.update(files(entry["name"]))
+            named.add(ann_file(entry["name"]))
             named.update([entry["deleted"]] if entry["deleted"] else [])
         remove_unnamed(self.path, named)
         kept = {entry["name"] for entry in entries}
@@ -371,7 +388,7 @@ class VectorStore:
     ) -> dict[str, Any]:
         """Write what is new of a segment of the new manifest; its manifest entry."""
         if segment.name.startswith(_segment_name(generation, "")):  # made by this commit
-            write_segment(self.path, segment)
+            write_segment(self.path, segment, self.ann_min_rows)
         if deleted is not None and mask_file is None:
             mask_file = f"{segment.name}.del.{generation}.npy"
             save_npy(self.path / mask_file, deleted)

@@ -1,11 +1,12 @@
-"""The embedder the settings name, one per process (the API's queries, the embed worker's
-passages)."""
+"""The embedder and the vector store the settings name (the API's queries, the embed
+worker's passages)."""
 
 from __future__ import annotations
 
 import functools
 
 from indexer.embedding import Embedder, fingerprint_of, load_embedder
+from indexer.vectors import VectorStore
 from ldims.settings import Settings
 
 
@@ -37,3 +38,12 @@ def fingerprint_for(settings: Settings) -> str | None:
     if not settings.semantic_enabled:
         return None
     return fingerprint_of(settings.embedding_model, settings.embedding_url)
+
+
+def vector_store(settings: Settings) -> VectorStore:
+    """The vector store of ``settings`` (each process opens its own)."""
+    return VectorStore(
+        settings.vectors_dir,
+        ann_min_rows=settings.vector_ann_min_rows,
+        exact_max_rows=settings.vector_exact_max_rows,
+    )

@@ -280,6 +280,19 @@ class Settings(BaseSettings):
         description="CPU priority (nice) of the embed worker started by `ldims serve`: below "
         "extraction and indexing, so vectors never slow keyword search's path.",
     )
+    vector_ann_min_rows: int = Field(
+        default=200_000,
+        ge=0,
+        description="A vector segment of at least this many chunks gets an HNSW index "
+        "(usearch), built when the segment is written (0: never).",
+    )
+    vector_exact_max_rows: int = Field(
+        default=50_000,
+        ge=0,
+        description="A dense search scores every chunk its filters allow in a segment up to "
+        "this many (exact); above it, the candidates of the segment's HNSW index (0: always "
+        "exact).",
+    )
     hybrid_candidates: int = Field(
         default=100,
         ge=10,

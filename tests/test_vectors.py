@@ -47,6 +47,8 @@ def assert_only_named_files(path: Path) -> None:
     named = {"manifest.json", "write.lock"}
     for segment in manifest(path)["segments"]:
         named |= {f"{segment['name']}.{ext}" for ext in ("vec.npy", "rows.npy", "strings.json")}
+        if (path / f"{segment['name']}.usearch").exists():
+            named.add(f"{segment['name']}.usearch")
         if segment["deleted"] is not None:
             named.add(segment["deleted"])
     assert set(os.listdir(path)) == named
@@ -396,3 +398,51 @@ def test_a_writer_rejects_rows_and_vectors_that_do_not_match(tmp_path: Path) -> 
 
 def test_no_day_is_the_indexes_own() -> None:
     assert NO_DAY == model.NO_DAY
+
+
+def test_large_segments_are_searched_through_their_hnsw_index_inside_the_filters(
+    tmp_path: Path,
+) -> None:
+    rng = np.random.default_rng(11)
+    store = VectorStore(tmp_path, ann_min_rows=2000, exact_max_rows=300)
+    exact = VectorStore(tmp_path)  # the same folder, always exact: the reference
+    vectors = random_vectors(rng, 3000, 32)
+    with store.writer(MODEL, 32) as writer:
+        for n in range(1000):  # 3 chunks a document; tenant a: 800 documents, b: 200
+            tenant = "a" if n < 800 else "b"
+            rows = doc_rows(f"d{n}", 3, tenant=tenant, document_type="odd" if n % 2 else "even")
+            writer.replace(f"d{n}", rows, vectors[3 * n : 3 * n + 3])
+    assert list(tmp_path.glob("*.usearch")), "a segment of 3,000 rows has an HNSW index"
+    queries = random_vectors(rng, 20, 32)
+    overlap = []
+    for query in queries:
+        for where in (VectorFilter("a"), VectorFilter("a", document_type="odd")):
+            found, in_scope = store.search(query, where, 10, MODEL)
+            truth, truth_scope = exact.search(query, where, 10, MODEL)
+            assert in_scope == truth_scope  # every document in scope counted, scored or not
+            assert len(found) == 10
+            ids = [hit.document_id for hit in found]
+            # Inside the filters, and each score the exact cosine of its chunk.
+            assert all(int(i[1:]) < 800 for i in ids)
+            if where.document_type == "odd":
+                assert all(int(i[1:]) % 2 for i in ids)
+            assert {(h.document_id, round(h.score, 5)) for h in found} <= {
+                (h.document_id, round(h.score, 5))
+                for h in exact.search(query, where, 1000, MODEL)[0]
+            }
+            overlap.append(len(set(ids) & {hit.document_id for hit in truth}) / 10)
+        # Tenant b's 600 rows are over the exact bound too; 1 document of type "x" is not.
+        small, _ = store.search(query, VectorFilter("b", document_type="odd"), 5, MODEL)
+        assert len(small) == 5 and all(int(h.document_id[1:]) >= 800 for h in small)
+    assert sum(overlap) / len(overlap) >= 0.9  # the HNSW index finds the true neighbours
+    with store.writer(MODEL, 32) as writer:
+        writer.replace("d5", doc_rows("d5", 1, tenant="a", document_type="rare"), vectors[:1])
+    found, in_scope = store.search(queries[0], VectorFilter("a", document_type="rare"), 10, MODEL)
+    assert [hit.document_id for hit in found] == ["d5"] and in_scope == 1
+    # A deleted document is never a candidate, whatever the index holds.
+    with store.writer(MODEL, 32) as writer:
+        for n in range(0, 800, 2):
+            writer.delete(f"d{n}")
+    found, _ = store.search(queries[1], VectorFilter("a"), 10, MODEL)
+    assert len(found) == 10 and all(int(h.document_id[1:]) % 2 for h in found)
+    assert_only_named_files(tmp_path)

@@ -16,14 +16,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from indexer.vectors import VectorStore
-
 from indexer import DocumentIndex, IndexBusy, IndexedDocument
 from indexer.embedding import Embedder
+from indexer.vectors import VectorStore
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
 from ldims.errors import PermanentError, ProcessingError, TransientError
-from ldims.semantic import embedder_for
+from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
 from workers.extraction import (
@@ -59,7 +58,7 @@ class Runtime:
 
     @functools.cached_property
     def vectors(self) -> VectorStore:
-        return VectorStore(self.settings.vectors_dir)
+        return vector_store(self.settings)
 
     @functools.cached_property
     def embedder(self) -> Embedder:

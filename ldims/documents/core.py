@@ -12,7 +12,6 @@ from typing import Any
 
 import indexer
 from indexer.embedding import Embedder
-from indexer.vectors import VectorStore
 from ldims.caller import Caller
 from ldims.catalog import Catalog
 from ldims.documents.events import WebhookEvents
@@ -21,7 +20,7 @@ from ldims.documents.reading import DocumentReader
 from ldims.documents.search import DocumentSearch
 from ldims.documents.uris import extracted_uri
 from ldims.errors import LdimsError
-from ldims.semantic import embedder_for, fingerprint_for
+from ldims.semantic import embedder_for, fingerprint_for, vector_store
 from ldims.settings import Settings
 from workers import Dispatcher
 
@@ -38,7 +37,7 @@ class Documents:
     def index(self) -> indexer.DocumentIndex:
         """The index, opened once per process (its searchers refresh on their own), with the
         vector store when semantic search is on."""
-        vectors = VectorStore(self.settings.vectors_dir) if self.settings.semantic_enabled else None
+        vectors = vector_store(self.settings) if self.settings.semantic_enabled else None
         return indexer.DocumentIndex(
             self.settings.index_dir, limits=search_limits(self.settings), vectors=vectors
         )
