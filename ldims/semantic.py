@@ -23,14 +23,21 @@ def embedder_for(settings: Settings) -> Embedder | None:
         settings.embedding_timeout_seconds,
         settings.embedding_threads,
         settings.embedding_concurrency,
+        settings.embedding_batch_timeout_seconds,
     )
 
 
 @functools.cache
 def _load(
-    model: str, url: str | None, api_key: str | None, timeout: float, threads: int, calls: int
+    model: str,
+    url: str | None,
+    api_key: str | None,
+    timeout: float,
+    threads: int,
+    calls: int,
+    batch_timeout: float,
 ) -> Embedder:
-    return load_embedder(model, url, api_key, timeout, threads, calls)
+    return load_embedder(model, url, api_key, timeout, threads, calls, batch_timeout)
 
 
 def fingerprint_for(settings: Settings) -> str | None:

@@ -236,8 +236,15 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         le=600,
-        description="Time limit of one call to LDIMS_EMBEDDING_URL; past it a search falls back "
-        "to keywords (with a note) and the embed stage retries later.",
+        description="Time limit of a query's call to LDIMS_EMBEDDING_URL; past it a search "
+        "falls back to keywords (with a note).",
+    )
+    embedding_batch_timeout_seconds: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="Time limit of one call of passages to LDIMS_EMBEDDING_URL (the embed "
+        "stage's batches); past it the batch is retried later.",
     )
     embedding_threads: int = Field(
         default=1, ge=1, le=64, description="CPU threads of a bundled model in one process."
