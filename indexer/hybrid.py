@@ -33,6 +33,7 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
+from indexer.rerank import Reranker
 from indexer.search import KeywordRanking, allowed_chunks, hit_of, rank_keyword
 from indexer.vectors import DenseHit, VectorFilter, VectorStore
 
@@ -50,6 +51,7 @@ def run_hybrid(
     snapshot: Snapshot,
     limits: SearchLimits,
     vectors: VectorStore | None,
+    reranker: Reranker | None = None,
 ) -> SearchResults:
     """A ``dense`` or ``hybrid`` search of ``request`` (whose ``vector`` is the query's)."""
     wanted = request.offset + request.limit
@@ -75,6 +77,9 @@ def run_hybrid(
         for name, found in (("keyword", keyword and keyword.docnums), ("dense", dense))
         if found
     )
+    if reranker is not None and request.rerank_top > 0 and len(fused) > 1:
+        fused = _rerank(searcher, request, reranker, fused)
+        ranked_by += ("rerank",)
     top = fused[0][1] if fused else 0.0
     terms = keyword.terms if keyword is not None else frozenset()
     hits = []
@@ -114,6 +119,31 @@ def _dense(
         if docnum is not None:
             listed.append((_Candidate(hit.document_id, docnum, False), hit.score))
     return listed, with_vectors
+
+
+def _rerank(
+    searcher: Searcher,
+    request: SearchRequest,
+    reranker: Reranker,
+    fused: list[tuple[_Candidate, float]],
+) -> list[tuple[_Candidate, float]]:
+    """The best ``request.rerank_top`` documents reordered by the cross-encoder's score of
+    the query against each one's passage; their scores (its sigmoid) stay above the rest's,
+    which keep their order."""
+    top, rest = fused[: request.rerank_top], fused[request.rerank_top :]
+    passages = []
+    for candidate, _ in top:
+        check()
+        passages.append(searcher.stored_fields(candidate.docnum)["text"])
+    logits = np.asarray(reranker.scores(request.query, passages), dtype=np.float64)
+    relevance = 1.0 / (1.0 + np.exp(-logits))
+    order = sorted(range(len(top)), key=lambda i: (-relevance[i], top[i][0].document_id))
+    floor = float(relevance.min())
+    best_rest = rest[0][1] if rest else 0.0
+    # The rest fall below the reranked ones, in their fused order.
+    scale = floor / best_rest * 0.999 if best_rest > 0 else 0.0
+    reranked = [(top[i][0], float(relevance[i])) for i in order]
+    return reranked + [(candidate, score * scale) for candidate, score in rest]
 
 
 def _chunk_docnum(searcher: Searcher, hit: DenseHit) -> int | None:

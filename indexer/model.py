@@ -95,6 +95,8 @@ class SearchRequest:
     keyword_weight: float = 1.0
     dense_weight: float = 1.0
     rrf_k: int = 60
+    # dense and hybrid: the best documents the reranker (if any) reorders; 0: none.
+    rerank_top: int = 0
 
 
 @dataclass(frozen=True)

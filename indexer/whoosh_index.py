@@ -51,6 +51,7 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
+from indexer.rerank import Reranker
 from indexer.schema import SCHEMA_VERSION, build_schema
 from indexer.search import check_keyword_cost, run_search
 from indexer.searchers import MAX_IDLE_SEARCHERS, MAX_OPEN_SEARCHERS, SearcherPool
@@ -282,10 +283,12 @@ class DocumentIndex:
         max_searchers: int = MAX_OPEN_SEARCHERS,
         merge_policy: MergePolicy | None = None,
         vectors: VectorStore | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.root = root
         # The dense vectors of the chunks (dense and hybrid searches), kept by the embed stage.
         self.vectors = vectors
+        self.reranker = reranker  # reorders the best of a dense or hybrid search, when set
         # ``folder`` names another folder under ``root`` (a rebuild in progress).
         self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
@@ -393,7 +396,9 @@ class DocumentIndex:
         with deadline_in(within), self._searchers.snapshot(wait) as snapshot:
             check()
             if request.mode in ("dense", "hybrid"):
-                return run_hybrid(snapshot.searcher, request, snapshot, self.limits, self.vectors)
+                return run_hybrid(
+                    snapshot.searcher, request, snapshot, self.limits, self.vectors, self.reranker
+                )
             return run_search(snapshot.searcher, request, snapshot, self.limits)
 
     def check_cost(self, request: SearchRequest, within: float | None = None) -> None:

@@ -4,8 +4,10 @@ worker's passages)."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 from indexer.embedding import Embedder, fingerprint_of, load_embedder
+from indexer.rerank import OnnxCrossEncoder, Reranker
 from indexer.vectors import VectorStore
 from ldims.settings import Settings
 
@@ -54,3 +56,15 @@ def vector_store(settings: Settings) -> VectorStore:
         ann_min_rows=settings.vector_ann_min_rows,
         exact_max_rows=settings.vector_exact_max_rows,
     )
+
+
+def reranker_for(settings: Settings) -> Reranker | None:
+    """The configured cross-encoder (loaded once per process), None when there is none."""
+    if settings.reranker_model is None or settings.reranker_tokenizer is None:
+        return None
+    return _reranker(settings.reranker_model, settings.reranker_tokenizer)
+
+
+@functools.cache
+def _reranker(model: Path, tokenizer: Path) -> Reranker:
+    return OnnxCrossEncoder(model, tokenizer)

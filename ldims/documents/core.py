@@ -20,7 +20,7 @@ from ldims.documents.reading import DocumentReader
 from ldims.documents.search import DocumentSearch
 from ldims.documents.uris import extracted_uri
 from ldims.errors import LdimsError
-from ldims.semantic import embedder_for, fingerprint_for, vector_store
+from ldims.semantic import embedder_for, fingerprint_for, reranker_for, vector_store
 from ldims.settings import Settings
 from workers import Dispatcher
 
@@ -39,7 +39,10 @@ class Documents:
         vector store when semantic search is on."""
         vectors = vector_store(self.settings) if self.settings.semantic_enabled else None
         return indexer.DocumentIndex(
-            self.settings.index_dir, limits=search_limits(self.settings), vectors=vectors
+            self.settings.index_dir,
+            limits=search_limits(self.settings),
+            vectors=vectors,
+            reranker=reranker_for(self.settings) if vectors is not None else None,
         )
 
     @functools.cached_property

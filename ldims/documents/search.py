@@ -254,6 +254,7 @@ class DocumentSearch:
             keyword_weight=settings.hybrid_keyword_weight,
             dense_weight=settings.hybrid_dense_weight,
             rrf_k=settings.hybrid_rrf_k,
+            rerank_top=settings.rerank_top if settings.reranker_model else 0,
             offset=offset,
             collection=filters.collection,
             document_type=filters.documentType,
@@ -383,11 +384,16 @@ _LISTS = {
     "exact": "exact terms and phrases",
     "keyword": "keyword BM25F",
     "dense": "dense vectors (cosine)",
+    "rerank": "reranked by the cross-encoder",
 }
 
 
 def _ranked_by(lists: tuple[str, ...], fusion: str) -> str:
     """What ranked the hits, for ``searchMetadata.rankedBy``."""
+    reranked = "rerank" in lists
+    lists = tuple(name for name in lists if name != "rerank")
+    if reranked:
+        return _ranked_by(lists, fusion) + "; " + _LISTS["rerank"]
     if len(lists) > 1:
         return " + ".join(_LISTS[name] for name in lists) + f", fused ({fusion})"
     if lists:
