@@ -284,8 +284,9 @@ class Settings(BaseSettings):
         default=10,
         ge=0,
         le=19,
-        description="CPU priority (nice) of the embed worker started by `ldims serve`: below "
-        "extraction and indexing, so vectors never slow keyword search's path.",
+        description="CPU priority (nice) of an embed worker; above 0 it also runs in Linux's "
+        "idle scheduling class: below extraction and indexing, so vectors never slow keyword "
+        "search's path.",
     )
     vector_ann_min_rows: int = Field(
         default=200_000,

@@ -5,12 +5,14 @@ them pending again, and an embedding endpoint that is down never breaks a search
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import redis
 
@@ -84,6 +86,9 @@ def test_vectors_follow_the_document_through_replace_and_delete(semantic_stack: 
 
     embed.start()
     vectors_ready(stack, cats)
+    # The embed worker runs below the pipeline: Linux's idle class, and nice.
+    assert os.sched_getscheduler(embed.process.pid) == os.SCHED_IDLE
+    assert psutil.Process(embed.process.pid).nice() == stack.settings.embed_worker_nice
     vectors_ready(stack, bank)
     assert dense(stack, "how much do cats doze")[0] == cats
     semantic = stack.client.get("/api/search", params={"query": "sleepy kittens"}).json()

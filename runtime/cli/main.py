@@ -76,10 +76,17 @@ def worker(queues: str, concurrency: int | None, beat: bool, hostname: str | Non
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     if argv[argv.index("--queues") + 1] == EMBED_QUEUE:
-        # Below extraction and indexing: vectors never slow the keyword path (the pool's
-        # processes inherit it).
-        os.nice(settings.embed_worker_nice)
+        lower_priority(settings.embed_worker_nice)
     app.worker_main(argv)
+
+
+def lower_priority(nice: int) -> None:
+    """Run this process (and the pool it forks) below extraction and indexing: Linux's idle
+    scheduling class where there is one (CPU only when nothing else wants it: measured, nice
+    10 alone still took a tenth of a bulk ingest's CPU), and ``nice`` in any case."""
+    os.nice(nice)
+    if nice and hasattr(os, "SCHED_IDLE"):
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
 def worker_argv(
