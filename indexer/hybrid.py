@@ -41,8 +41,17 @@ from indexer.vectors import DenseHit, VectorFilter, VectorStore
 @dataclass(frozen=True)
 class _Candidate:
     document_id: str
-    docnum: int  # the chunk that represents the document
-    from_keyword: bool
+    docnum: int | None  # the chunk that represents the document (a keyword hit's)
+    dense: DenseHit | None = None  # else: the chunk whose vector matched, found when shown
+
+    def resolve(self, searcher: Searcher) -> int | None:
+        """The Whoosh chunk to show; None when a dense hit's chunk is gone or of another
+        version (checked only for the hits shown: a check reads the chunk's stored fields,
+        and most candidates are never shown)."""
+        if self.docnum is not None:
+            return self.docnum
+        assert self.dense is not None
+        return _chunk_docnum(searcher, self.dense)
 
 
 def run_hybrid(
@@ -83,12 +92,15 @@ def run_hybrid(
     top = fused[0][1] if fused else 0.0
     terms = keyword.terms if keyword is not None else frozenset()
     hits = []
-    for candidate, score in fused[request.offset : wanted]:
+    for candidate, score in fused[request.offset :]:
+        if len(hits) >= request.limit:
+            break
         check()
+        docnum = candidate.resolve(searcher)
+        if docnum is None:
+            continue  # a stale vector: its document's current text is not what matched
         relative = round(score / top, 4) if top else 0.0
-        hits.append(
-            hit_of(searcher, candidate.docnum, relative, terms, False, request.snippet_chars)
-        )
+        hits.append(hit_of(searcher, docnum, relative, terms, False, request.snippet_chars))
     return SearchResults(
         hits=hits,
         total=len(fused),
@@ -102,8 +114,7 @@ def run_hybrid(
 def _dense(
     searcher: Searcher, request: SearchRequest, vectors: VectorStore | None, depth: int
 ) -> tuple[list[tuple[_Candidate, float]], int]:
-    """The dense list, best first, with the chunks Whoosh holds; the documents in scope that
-    have vectors."""
+    """The dense list, best first; the documents in scope that have vectors."""
     if vectors is None or request.vector is None or request.fingerprint is None:
         return [], 0
     found, with_vectors = vectors.search(
@@ -112,13 +123,7 @@ def _dense(
         depth,
         request.fingerprint,
     )
-    listed = []
-    for hit in found:
-        check()
-        docnum = _chunk_docnum(searcher, hit)
-        if docnum is not None:
-            listed.append((_Candidate(hit.document_id, docnum, False), hit.score))
-    return listed, with_vectors
+    return [(_Candidate(hit.document_id, None, hit), hit.score) for hit in found], with_vectors
 
 
 def _rerank(
@@ -130,11 +135,16 @@ def _rerank(
     """The best ``request.rerank_top`` documents reordered by the cross-encoder's score of
     the query against each one's passage; their scores (its sigmoid) stay above the rest's,
     which keep their order."""
-    top, rest = fused[: request.rerank_top], fused[request.rerank_top :]
+    top, rest = [], fused[request.rerank_top :]
     passages = []
-    for candidate, _ in top:
+    for candidate, score in fused[: request.rerank_top]:
         check()
-        passages.append(searcher.stored_fields(candidate.docnum)["text"])
+        docnum = candidate.resolve(searcher)
+        if docnum is not None:  # a stale vector's document is left out
+            top.append((replace(candidate, docnum=docnum), score))
+            passages.append(searcher.stored_fields(docnum)["text"])
+    if not top:
+        return rest
     logits = np.asarray(reranker.scores(request.query, passages), dtype=np.float64)
     relevance = 1.0 / (1.0 + np.exp(-logits))
     order = sorted(range(len(top)), key=lambda i: (-relevance[i], top[i][0].document_id))
@@ -171,7 +181,7 @@ def _fuse(
         listed = []
         for docnum, score in zip(keyword.docnums, keyword.scores, strict=True):
             document_id = names[ordinals[docnum]]
-            chosen[document_id] = _Candidate(document_id, docnum, True)
+            chosen[document_id] = _Candidate(document_id, docnum)
             listed.append((document_id, score))
         lists.append((request.keyword_weight, listed))
     for candidate, _ in dense:

@@ -280,6 +280,13 @@ class Settings(BaseSettings):
         gt=0,
         description="An embed task takes no further document after embedding for this long.",
     )
+    embed_defer_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="While documents wait for extraction or the index, an embed message is "
+        "put back for this long: the keyword path goes first.",
+    )
     embed_worker_nice: int = Field(
         default=10,
         ge=0,

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -195,3 +196,19 @@ def test_vectors_whose_message_was_lost_are_redriven_by_the_reconciler(
     finally:
         embed.stop()
     assert VectorStore(stack.settings.vectors_dir).document_ids() == {document_id}
+
+
+def test_embedding_waits_while_documents_wait_for_extraction(semantic_stack: Any) -> None:
+    stack, embed = semantic_stack
+    embed.stop()
+    first = stack.upload("a.txt", CATS.encode()).json()["documentId"]
+    stack.wait_final(first)
+    stack.extract_worker.stop()
+    second = stack.upload("b.txt", BANK.encode()).json()["documentId"]  # waits in "extract"
+    embed.start()
+    time.sleep(8)  # the embed worker is up, and puts its message back while "extract" waits
+    assert document(stack, first)["vectors"] == "pending"
+    stack.extract_worker.start()
+    assert stack.wait_final(second)["status"] == "completed"
+    vectors_ready(stack, first)
+    vectors_ready(stack, second)

@@ -314,6 +314,11 @@ def embed_task(
     ``LDIMS_EMBED_BATCH_MAX_DOCUMENTS``, in one vector-store commit (see
     :mod:`workers.embed`); the ones left over go back to the queue."""
     args = (document_id, sha256, more) if more else (document_id, sha256)
+    if {EXTRACT_QUEUE, INDEX_QUEUE} & _busy_queues():
+        # Documents wait for extraction or the index: they go first (the worker's low CPU
+        # priority alone still took a tenth of a bulk ingest's CPU from the gaps it left).
+        _defer_embedding(args, force)
+        return
     batch = batching.Batch([batching.Item(args, self.request.retries)])
     limit = _settings.embed_batch_max_documents
     jobs = _jobs_of(args)
@@ -444,6 +449,16 @@ def run_reconcile() -> dict[str, int]:
         "failed": len(report.failed),
         "orphans_removed": report.orphans_removed,
     }
+
+
+def _defer_embedding(args: tuple[Any, ...], force: bool) -> None:
+    """Send an embed message back, to be tried again after LDIMS_EMBED_DEFER_SECONDS."""
+    try:
+        embed_task.apply_async(
+            args=args, kwargs={"force": force}, countdown=_settings.embed_defer_seconds
+        )
+    except OperationalError:
+        log.warning("could not defer an embed message; the reconciler will re-drive it")
 
 
 def _redrive_vectors(rt: pipeline.Runtime, limit: int = 2000) -> int:
