@@ -49,13 +49,14 @@ def run_embed_batch(
         documents = repository.get_documents(session, {job.document_id for job in jobs})
     deadline = time.monotonic() + rt.settings.embed_batch_max_seconds
     loaded: list[tuple[IndexJob, IndexedDocument]] = []
+    taken: set[str] = set()
     for job in jobs:
         document = documents.get(job.document_id)
         if (
             document is None
             or document.sha256 != job.sha256
             or document.status != DocumentStatus.COMPLETED.value
-            or any(job.document_id == other.document_id for other, _ in loaded)
+            or job.document_id in taken
             or (
                 not force
                 and document.vectors_sha256 == job.sha256
@@ -68,6 +69,7 @@ def run_embed_batch(
         except FileNotFoundError:
             later[job] = TransientError("EMBED_ERROR", "The extraction result is not there.")
             continue
+        taken.add(job.document_id)
         loaded.append((job, indexed_document(document, result)))
     done: list[_Embedded] = []
     try:
@@ -86,9 +88,8 @@ def run_embed_batch(
                 for (job, _), (rows, vectors) in zip(part, embedded, strict=True)
             ]
     except EmbedderUnavailable as exc:
-        for job, _ in loaded:
-            if not any(job == item.job for item in done):
-                later[job] = TransientError("EMBEDDING_UNAVAILABLE", str(exc))
+        for job, _ in loaded[len(done) :]:  # done holds the first ones, in order
+            later[job] = TransientError("EMBEDDING_UNAVAILABLE", str(exc))
     if done:
         _write(rt, store, embedder, done, later)
     return later
@@ -170,19 +171,11 @@ def _write(
             ):
                 stale.append(job.document_id)  # deleted or replaced while it was embedded
     if stale:
-        delete_vectors(rt, stale, only_gone=False)
+        delete_vectors(rt, stale)
 
 
-def delete_vectors(rt: Runtime, document_ids: list[str], only_gone: bool = True) -> None:
-    """Remove the vectors of ``document_ids`` (``only_gone``: of those no longer in the
-    catalog)."""
-    if only_gone:
-        with rt.catalog.session() as session:
-            document_ids = [
-                document_id
-                for document_id in document_ids
-                if repository.get_document(session, document_id) is None
-            ]
+def delete_vectors(rt: Runtime, document_ids: list[str]) -> None:
+    """Remove the vectors of ``document_ids``."""
     store = rt.vectors
     fingerprint = store.fingerprint()
     if not document_ids or fingerprint is None:
@@ -203,6 +196,6 @@ def sweep_vector_orphans(rt: Runtime) -> int:
         known = repository.all_document_ids(session)
     orphans = sorted(stored - known)
     if orphans:
-        delete_vectors(rt, orphans, only_gone=False)
+        delete_vectors(rt, orphans)
         log.info("removed the vectors of %d deleted documents", len(orphans))
     return len(orphans)

@@ -442,14 +442,16 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
     return blob.sha256
 
 
-def delete_from_index(rt: Runtime, document_ids: list[str]) -> None:
-    """Remove the chunks of documents that are no longer in the catalog."""
+def delete_from_index(rt: Runtime, document_ids: list[str]) -> list[str]:
+    """Remove the chunks of documents that are no longer in the catalog; return those."""
     with rt.catalog.session() as session:
-        gone = [d for d in document_ids if repository.get_document(session, d) is None]
+        kept = repository.existing_ids(session, set(document_ids))
+    gone = [document_id for document_id in document_ids if document_id not in kept]
     try:
         rt.index.delete_documents(gone)
     except IndexBusy as exc:
         raise TransientError("INDEX_BUSY", str(exc)) from exc
+    return gone
 
 
 def optimize_index(rt: Runtime) -> None:

@@ -317,7 +317,7 @@ def embed_task(
     if {EXTRACT_QUEUE, INDEX_QUEUE} & _busy_queues():
         # Documents wait for extraction or the index: they go first (the worker's low CPU
         # priority alone still took a tenth of a bulk ingest's CPU from the gaps it left).
-        _defer_embedding(args, force)
+        _send_embed(args, force, _settings.embed_defer_seconds)
         return
     batch = batching.Batch([batching.Item(args, self.request.retries)])
     limit = _settings.embed_batch_max_documents
@@ -338,14 +338,7 @@ def embed_task(
         # No document fails for want of vectors: it stays completed and keyword-searchable;
         # the reconciler re-drives what is still missing.
         countdown = 0.0 if all(e.code == "EMBED_DEFERRED" for e in later.values()) else 30.0
-        try:
-            embed_task.apply_async(
-                args=_message_args(waiting), kwargs={"force": force}, countdown=countdown
-            )
-        except OperationalError:
-            log.warning(
-                "could not re-queue %d documents' vectors; the reconciler will", len(waiting)
-            )
+        _send_embed(_message_args(waiting), force, countdown)
     batch.acknowledge()
 
 
@@ -396,8 +389,7 @@ def index_one(self: Task, document_id: str, sha256: str) -> None:
 @app.task(name="ldims.delete_from_index", **_RETRY)
 def delete_from_index(document_ids: list[str]) -> None:
     rt = pipeline.runtime()
-    pipeline.delete_from_index(rt, document_ids)
-    embed.delete_vectors(rt, document_ids)
+    embed.delete_vectors(rt, pipeline.delete_from_index(rt, document_ids))
 
 
 @app.task(name="ldims.optimize_index", **_RETRY)
@@ -430,7 +422,8 @@ def _busy_queues() -> frozenset[str]:
 @app.task(name="ldims.reconcile")
 def run_reconcile() -> dict[str, int]:
     rt = pipeline.runtime()
-    report = reconcile.find_stuck(rt, _busy_queues())
+    busy = _busy_queues()
+    report = reconcile.find_stuck(rt, busy)
     for document_id, url in report.fetch:
         _send(fetch, document_id, url)
     for document_id, sha256 in report.extract:
@@ -441,7 +434,7 @@ def run_reconcile() -> dict[str, int]:
     vectors = 0
     if _settings.semantic_enabled:
         report.orphans_removed += embed.sweep_vector_orphans(rt)
-        if EMBED_QUEUE not in _busy_queues():
+        if EMBED_QUEUE not in busy:
             vectors = _redrive_vectors(rt)
     return {
         "redriven": len(report.fetch) + len(report.extract) + len(report.index),
@@ -451,14 +444,13 @@ def run_reconcile() -> dict[str, int]:
     }
 
 
-def _defer_embedding(args: tuple[Any, ...], force: bool) -> None:
-    """Send an embed message back, to be tried again after LDIMS_EMBED_DEFER_SECONDS."""
+def _send_embed(args: tuple[Any, ...], force: bool, countdown: float) -> None:
+    """Send an embed message back to its queue, to be taken after ``countdown`` seconds; if
+    Redis is away, the reconciler re-drives the missing vectors later."""
     try:
-        embed_task.apply_async(
-            args=args, kwargs={"force": force}, countdown=_settings.embed_defer_seconds
-        )
+        embed_task.apply_async(args=args, kwargs={"force": force}, countdown=countdown)
     except OperationalError:
-        log.warning("could not defer an embed message; the reconciler will re-drive it")
+        log.warning("could not re-queue an embed message; the reconciler will re-drive it")
 
 
 def _redrive_vectors(rt: pipeline.Runtime, limit: int = 2000) -> int:
