@@ -80,6 +80,7 @@ class CommitCaches:
         self.alive: np.ndarray | None = None
         self.documents: np.ndarray | None = None
         self.days: np.ndarray | None = None
+        self.first_chunks: np.ndarray | None = None
         # Filter masks (a term's, or a whole filter's), as many as fit the byte bound.
         self.masks: dict[Any, np.ndarray] = {}
         self.max_masks = max(8, _MASK_BYTES // max(self.size, 1))
@@ -149,6 +150,30 @@ class Snapshot:
         if documents is None:
             documents = self.caches.documents = self._concatenate(self.store.documents, np.int32)
         return documents
+
+    def first_chunks(self) -> np.ndarray:
+        """Per document ordinal, its first live chunk's number (-1: none): a document's chunks
+        are added together, in order, so its chunk *n* is usually that number + *n*."""
+        first = self.caches.first_chunks
+        if first is None:
+            live = np.flatnonzero(self.alive())
+            ordinals, at = np.unique(self.documents()[live], return_index=True)
+            first = np.full(len(self.store.document_ids), -1, dtype=np.int64)
+            first[ordinals] = live[at]
+            first = self.caches.first_chunks = first
+        return first
+
+    def chunk_number(self, document_id: str, chunk: int) -> int | None:
+        """The live chunk ``chunk`` of ``document_id`` by the guess of :meth:`first_chunks`
+        (None: the guess is not it; the caller then looks the chunk up by its id)."""
+        ordinal = self.store.ordinal(document_id)
+        first = self.first_chunks()
+        if ordinal is None or ordinal >= first.size or first[ordinal] < 0:
+            return None
+        docnum = int(first[ordinal]) + chunk
+        if docnum >= self.size or not self.alive()[docnum]:
+            return None
+        return docnum if self.documents()[docnum] == ordinal else None
 
     def days(self) -> np.ndarray:
         days = self.caches.days

@@ -19,6 +19,7 @@ longer holds.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from whoosh.searching import Searcher
@@ -44,14 +45,14 @@ class _Candidate:
     docnum: int | None  # the chunk that represents the document (a keyword hit's)
     dense: DenseHit | None = None  # else: the chunk whose vector matched, found when shown
 
-    def resolve(self, searcher: Searcher) -> int | None:
+    def resolve(self, snapshot: Snapshot, read: dict[int, dict[str, Any]]) -> int | None:
         """The Whoosh chunk to show; None when a dense hit's chunk is gone or of another
         version (checked only for the hits shown: a check reads the chunk's stored fields,
-        and most candidates are never shown)."""
+        and most candidates are never shown). The fields it read go into ``read``."""
         if self.docnum is not None:
             return self.docnum
         assert self.dense is not None
-        return _chunk_docnum(searcher, self.dense)
+        return _chunk_docnum(snapshot, self.dense, read)
 
 
 def run_hybrid(
@@ -87,20 +88,22 @@ def run_hybrid(
         if found
     )
     if reranker is not None and request.rerank_top > 0 and len(fused) > 1:
-        fused = _rerank(searcher, request, reranker, fused)
+        fused = _rerank(snapshot, request, reranker, fused)
         ranked_by += ("rerank",)
     top = fused[0][1] if fused else 0.0
     terms = keyword.terms if keyword is not None else frozenset()
     hits = []
+    read: dict[int, dict[str, Any]] = {}
     for candidate, score in fused[request.offset :]:
         if len(hits) >= request.limit:
             break
         check()
-        docnum = candidate.resolve(searcher)
+        docnum = candidate.resolve(snapshot, read)
         if docnum is None:
             continue  # a stale vector: its document's current text is not what matched
         relative = round(score / top, 4) if top else 0.0
-        hits.append(hit_of(searcher, docnum, relative, terms, False, request.snippet_chars))
+        stored = read.get(docnum)
+        hits.append(hit_of(searcher, docnum, relative, terms, False, request.snippet_chars, stored))
     return SearchResults(
         hits=hits,
         total=len(fused),
@@ -127,7 +130,7 @@ def _dense(
 
 
 def _rerank(
-    searcher: Searcher,
+    snapshot: Snapshot,
     request: SearchRequest,
     reranker: Reranker,
     fused: list[tuple[_Candidate, float]],
@@ -139,10 +142,10 @@ def _rerank(
     passages = []
     for candidate, score in fused[: request.rerank_top]:
         check()
-        docnum = candidate.resolve(searcher)
+        docnum = candidate.resolve(snapshot, {})
         if docnum is not None:  # a stale vector's document is left out
             top.append((replace(candidate, docnum=docnum), score))
-            passages.append(searcher.stored_fields(docnum)["text"])
+            passages.append(snapshot.searcher.stored_fields(docnum)["text"])
     if not top:
         return rest
     logits = np.asarray(reranker.scores(request.query, passages), dtype=np.float64)
@@ -156,11 +159,20 @@ def _rerank(
     return reranked + [(candidate, score * scale) for candidate, score in rest]
 
 
-def _chunk_docnum(searcher: Searcher, hit: DenseHit) -> int | None:
+def _chunk_docnum(snapshot: Snapshot, hit: DenseHit, read: dict[int, dict[str, Any]]) -> int | None:
     """Whoosh's live chunk for ``hit``, when it is of the same document version."""
-    docnum = searcher.document_number(chunk_id=f"{hit.document_id}:{hit.chunk}")
-    if docnum is None or searcher.stored_fields(docnum).get("version") != hit.version:
+    searcher = snapshot.searcher
+    chunk_id = f"{hit.document_id}:{hit.chunk}"
+    # The lookup by the chunk's id reads a term in every segment: the guess by position
+    # first, checked against the stored id (read anyway for the version).
+    docnum = snapshot.chunk_number(hit.document_id, hit.chunk)
+    stored = searcher.stored_fields(docnum) if docnum is not None else None
+    if stored is None or stored.get("chunk_id") != chunk_id:
+        docnum = searcher.document_number(chunk_id=chunk_id)
+        stored = searcher.stored_fields(docnum) if docnum is not None else None
+    if docnum is None or stored is None or stored.get("version") != hit.version:
         return None
+    read[int(docnum)] = stored
     return int(docnum)
 
 

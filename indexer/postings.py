@@ -149,6 +149,10 @@ class PostingStore:
             )
         return arrays.days
 
+    def ordinal(self, document_id: str) -> int | None:
+        """The ordinal of a document id seen before (None: never seen)."""
+        return self._ordinals.get(document_id)
+
     def _ordinal(self, document_id: str) -> int:
         """Under the lock: the ordinal of a document id, a new one the first time."""
         ordinal = self._ordinals.get(document_id)

@@ -17,6 +17,7 @@ import copy
 import re
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 from whoosh import qparser, query
@@ -361,9 +362,12 @@ def hit_of(
     terms: frozenset[str],
     exact: bool,
     snippet_chars: int,
+    stored: dict[str, Any] | None = None,
 ) -> SearchHit:
-    """The hit of chunk ``docnum``, its ``score`` already relative (0..1)."""
-    stored = searcher.stored_fields(docnum)
+    """The hit of chunk ``docnum``, its ``score`` already relative (0..1); ``stored``: its
+    stored fields when the caller has read them already."""
+    if stored is None:
+        stored = searcher.stored_fields(docnum)
     excerpt = snippet(stored["text"], terms, exact, snippet_chars)
     created = stored.get("created")
     return SearchHit(

@@ -154,7 +154,7 @@ def score(
     if not rows.size:
         return None
     docs_in_scope = segment.rows["doc"][rows]
-    in_scope = int(np.unique(docs_in_scope).size)
+    in_scope = int(np.count_nonzero(np.bincount(docs_in_scope)))  # no sort, unlike unique
     if segment.ann is not None and 0 < exact_max_rows < rows.size and limit:
         rows = ann_candidates(segment, rows, query, limit)
     scores = dot(segment.vectors, rows, query)

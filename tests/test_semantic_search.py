@@ -209,6 +209,37 @@ def test_vectors_follow_replace_and_delete_and_stale_ones_are_never_served(
     assert "p-rain" not in index.vectors.document_ids()
 
 
+def test_a_dense_hit_shows_its_own_chunk_after_replaces_shift_the_chunks(
+    tmp_path: Path,
+) -> None:
+    """A dense hit's chunk is found by its position (first live chunk + number), checked
+    against its stored id: after replaces leave deleted chunks behind, every chunk of every
+    document is still found where the lookup by id finds it, and a hit shows its own page."""
+    embedder = model("use")
+    index = build(tmp_path, embedder, CORPUS)
+    # The cats move from page 2 to page 3; the old chunks stay behind, deleted.
+    cats = document(
+        "p-cats",
+        "Opening words with nothing in common with the question.",
+        "A second page of filler about nothing in particular.",
+        "Felines sleep for most of the day and hunt at dusk; a kitten needs milk.",
+        version=2,
+    )
+    write(index, embedder, [cats, document("p-code", "A compiler error.", version=2)])
+    found = search(index, embedder, "cats napping all day", "dense").hits[0]
+    assert (found.document_id, found.page) == ("p-cats", 3)
+    assert found.snippet.startswith("Felines")
+    with index._searchers.snapshot(True) as snapshot:
+        pages = {"p-cats": 3, "p-bank": 1, "p-rain": 1, "p-code": 1}
+        for document_id, count in pages.items():
+            for chunk in range(count):
+                by_id = snapshot.searcher.document_number(chunk_id=f"{document_id}:{chunk}")
+                assert by_id is not None
+                assert snapshot.chunk_number(document_id, chunk) == by_id
+        assert snapshot.chunk_number("p-cats", 3) is None  # no fourth page
+        assert snapshot.chunk_number("p-none", 0) is None
+
+
 def test_documents_without_vectors_are_counted_and_keyword_ranked(tmp_path: Path) -> None:
     embedder = model("use")
     index = build(tmp_path, embedder, CORPUS)
