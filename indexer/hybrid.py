@@ -103,7 +103,9 @@ def run_hybrid(
             continue  # a stale vector: its document's current text is not what matched
         relative = round(score / top, 4) if top else 0.0
         stored = read.get(docnum)
-        hits.append(hit_of(searcher, docnum, relative, terms, False, request.snippet_chars, stored))
+        hits.append(
+            hit_of(searcher, docnum, relative, terms, False, request.snippet_chars, stored, score)
+        )
     return SearchResults(
         hits=hits,
         total=len(fused),

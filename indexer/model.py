@@ -85,6 +85,8 @@ class SearchRequest:
     date_from: date | None = None
     date_to: date | None = None
     snippet_chars: int = 300
+    # keyword: a chunk must hold every word (qmd's search), not only rank first when it does.
+    match_all: bool = False
     # dense and hybrid: the query's vector and the fingerprint of the model that made it.
     vector: Any = field(default=None, compare=False, repr=False)
     fingerprint: str | None = None
@@ -115,6 +117,11 @@ class SearchHit:
     document_type: str | None
     submitter: str | None
     created_at: datetime | None
+    # The list's own score before it was made relative: BM25F (keyword, exact), cosine
+    # (dense) or the fused score (hybrid); and the chunk's whole text (lines line_start to
+    # line_end), for callers that cut snippets of their own (the qmd toolset).
+    raw_score: float = 0.0
+    text: str = ""
 
 
 @dataclass(frozen=True)

@@ -86,7 +86,11 @@ def run_search(
     ):
         check()  # reading stored fields and making a snippet is the slow part of a hit
         relative = round(score / ranked.top, 4) if ranked.top else 0.0
-        hits.append(hit_of(searcher, docnum, relative, ranked.terms, exact, request.snippet_chars))
+        hits.append(
+            hit_of(
+                searcher, docnum, relative, ranked.terms, exact, request.snippet_chars, None, score
+            )
+        )
     return SearchResults(
         hits=hits,
         total=ranked.total,
@@ -157,7 +161,7 @@ def _parse(
     if request.mode == "exact":
         parsed, fallback = _parse_with(searcher, "exact", text)
     else:
-        parsed, fallback = _parse_keyword(searcher, text)
+        parsed, fallback = _parse_keyword(searcher, text, request.match_all)
     if parsed is query.NullQuery or not any(True for _ in parsed.iter_all_terms()):
         raise QueryUnprocessable(
             "The query has nothing to search for (only punctuation or very common words)."
@@ -165,8 +169,11 @@ def _parse(
     return parsed, fallback
 
 
-def _parse_keyword(searcher: Searcher, text: str) -> tuple[query.Query, bool]:
-    """Stemmed terms OR-ed, with a bonus for chunks holding all of them and for quoted phrases.
+def _parse_keyword(
+    searcher: Searcher, text: str, match_all: bool = False
+) -> tuple[query.Query, bool]:
+    """Stemmed terms OR-ed, with a bonus for chunks holding all of them and for quoted phrases
+    (``match_all``: AND-ed, each quoted phrase required).
 
     The keyword field keeps no positions (they would make the index writer do a third more
     work); a quoted phrase is matched on the unstemmed ``exact`` field, which has them, and
@@ -179,6 +186,14 @@ def _parse_keyword(searcher: Searcher, text: str) -> tuple[query.Query, bool]:
     ]
     words = text.replace('"', " ")
     analysed = analyse_plain_words(searcher.schema, "keyword", words)
+    if match_all:
+        if analysed is not None:
+            every, fallback = _combine(analysed, query.And), False
+        else:
+            every, fallback = _parse_with(searcher, "keyword", words, qparser.AndGroup)
+        if every is query.NullQuery or not phrases:
+            return every, fallback
+        return query.And([every, *phrases]), fallback
     if analysed is not None:
         terms, fallback = _combine(analysed, query.Or), False
     else:
@@ -363,9 +378,10 @@ def hit_of(
     exact: bool,
     snippet_chars: int,
     stored: dict[str, Any] | None = None,
+    raw_score: float = 0.0,
 ) -> SearchHit:
-    """The hit of chunk ``docnum``, its ``score`` already relative (0..1); ``stored``: its
-    stored fields when the caller has read them already."""
+    """The hit of chunk ``docnum``, its ``score`` already relative (0..1) and ``raw_score``
+    not; ``stored``: its stored fields when the caller has read them already."""
     if stored is None:
         stored = searcher.stored_fields(docnum)
     excerpt = snippet(stored["text"], terms, exact, snippet_chars)
@@ -383,4 +399,6 @@ def hit_of(
         document_type=stored.get("document_type") or None,
         submitter=stored.get("submitter") or None,
         created_at=datetime.fromisoformat(created) if created else None,
+        raw_score=raw_score,
+        text=stored["text"],
     )

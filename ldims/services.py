@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import indexer
 from ldims.catalog import Catalog
 from ldims.documents import Documents
+from ldims.qmd import Qmd
 from ldims.settings import Settings
 from workers import Dispatcher
 
@@ -21,6 +22,7 @@ class Services:
     catalog: Catalog
     dispatcher: Dispatcher
     documents: Documents
+    qmd: Qmd
 
     @property
     def index(self) -> indexer.DocumentIndex:

@@ -7,6 +7,7 @@ from fastapi import FastAPI
 from api import build_app
 from ldims.catalog import Catalog
 from ldims.documents import Documents
+from ldims.qmd import Qmd
 from ldims.services import Services
 from ldims.settings import Settings, get_settings
 from workers import Dispatcher
@@ -16,11 +17,13 @@ def build_services(settings: Settings) -> Services:
     """The process's services (the catalog's schema is not touched here)."""
     catalog = Catalog(settings.catalog_url)
     dispatcher = Dispatcher(settings)
+    documents = Documents(settings, catalog, dispatcher)
     return Services(
         settings=settings,
         catalog=catalog,
         dispatcher=dispatcher,
-        documents=Documents(settings, catalog, dispatcher),
+        documents=documents,
+        qmd=Qmd(settings, catalog, documents),
     )
 
 

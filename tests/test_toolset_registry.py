@@ -116,7 +116,9 @@ def test_a_toolset_added_through_the_registry_alone_is_served(services: Services
 
 def test_instructions_come_from_the_toolsets_that_are_on(services: Services) -> None:
     only_echo = services.settings.model_copy(update={"toolsets": ["echo"]})
-    echo_services = Services(only_echo, services.catalog, services.dispatcher, services.documents)
+    echo_services = Services(
+        only_echo, services.catalog, services.dispatcher, services.documents, services.qmd
+    )
     server = build_mcp_server(echo_services, registry=(*REGISTRY, ECHO))
 
     async def check() -> str:

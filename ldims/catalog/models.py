@@ -84,8 +84,13 @@ class Document(Base):
     chunk_count: Mapped[int | None] = mapped_column(Integer)
     vectors_sha256: Mapped[str | None] = mapped_column(String(64))
     vectors_model: Mapped[str | None] = mapped_column(String(128))
+    # A file of a folder collection: its path under the folder (POSIX, as on disk) and the
+    # modification time it had when read (a rescan skips a file of the same size and time).
+    source_path: Mapped[str | None] = mapped_column(String(1024))
+    source_mtime_ns: Mapped[int | None] = mapped_column(BigInteger)
 
     __table_args__ = (
+        Index("ix_documents_tenant_collection_path", "tenant", "collection", "source_path"),
         Index("ix_documents_tenant_status", "tenant", "status"),
         Index("ix_documents_tenant_created", "tenant", "created_at"),
         Index("ix_documents_tenant_sha", "tenant", "sha256"),
@@ -103,3 +108,29 @@ class WebhookEvent(Base):
     event_type: Mapped[str] = mapped_column(String(32))
     document_id: Mapped[str | None] = mapped_column(String(64))
     received_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class FolderCollection(Base):
+    """A folder whose files (those its mask selects) are documents of one collection."""
+
+    __tablename__ = "folder_collections"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    path: Mapped[str] = mapped_column(Text)  # absolute, resolved when added
+    pattern: Mapped[str] = mapped_column(String(1024))  # the mask, as given
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)  # last scan
+
+
+class PathContext(Base):
+    """A description of a collection, a folder in it or everything (collection ''), which
+    qmd's tools show beside each result under it (the longest matching prefix wins)."""
+
+    __tablename__ = "path_contexts"
+
+    tenant: Mapped[str] = mapped_column(String(64), primary_key=True)
+    collection: Mapped[str] = mapped_column(String(128), primary_key=True)  # '': global
+    prefix: Mapped[str] = mapped_column(String(1024), primary_key=True)  # '': the whole one
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

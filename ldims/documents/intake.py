@@ -45,6 +45,19 @@ class DocumentMeta:
 
 
 @dataclass(frozen=True)
+class FolderUpload:
+    """A file of a folder collection, stored as an original: the document it is (an id of
+    its path, chosen by the caller) and where it came from."""
+
+    blob: StoredBlob
+    head: bytes
+    meta: DocumentMeta
+    document_id: str
+    source_path: str
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
 class IngestOutcome:
     document: Document
     created: bool  # a new document
@@ -182,6 +195,90 @@ class Intake:
             part = queued[start : start + step]
             self._publish(lambda part=part: self.dispatcher.extract_many(part))  # type: ignore[misc]
         return outcomes
+
+    def ingest_folder_files(
+        self, caller: Caller, uploads: Sequence[FolderUpload]
+    ) -> list[IngestOutcome]:
+        """Record files of a folder collection in one transaction — each a new document or
+        a new version of the one its id names (a file's content may be another file's:
+        folder documents are never duplicates) — and queue them in a few extract messages."""
+        if not uploads:
+            return []
+        try:
+            self.dispatcher.ping()
+        except ServiceUnavailable:
+            self.discard_blobs(upload.blob.sha256 for upload in uploads)
+            raise
+        replaced: list[str] = []
+        outcomes = []
+        with self.catalog.session() as session:
+            existing = repository.get_documents(session, {u.document_id for u in uploads})
+            for upload in uploads:
+                fields = self._blob_fields(upload.blob, upload.head, upload.meta)
+                fields["source_path"] = upload.source_path
+                fields["source_mtime_ns"] = upload.mtime_ns
+                document = existing.get(upload.document_id)
+                if document is None:
+                    document = self._new_document(
+                        caller.tenant, upload.document_id, upload.meta, fields
+                    )
+                    session.add(document)
+                    outcomes.append(IngestOutcome(document, created=True, queued=True))
+                    continue
+                if document.tenant != caller.tenant:
+                    raise Forbidden(documentId=upload.document_id)
+                if document.sha256 and document.sha256 != upload.blob.sha256:
+                    replaced.append(document.sha256)
+                self._new_version(document, upload.meta, fields)
+                outcomes.append(IngestOutcome(document, created=False, queued=True))
+        self.discard_blobs(replaced)
+        queued = [(o.document.id, str(o.document.sha256)) for o in outcomes]
+        step = self.settings.extract_batch_max_documents
+        for start in range(0, len(queued), step):
+            part = queued[start : start + step]
+            self._publish(lambda part=part: self.dispatcher.extract_many(part))  # type: ignore[misc]
+        return outcomes
+
+    def reprocess_many(self, caller: Caller, document_ids: Sequence[str]) -> int:
+        """Send the caller's documents through the pipeline again, as they are (their
+        metadata changed: the index and the vectors must hear of it; the extraction is
+        kept); how many were queued."""
+        if not document_ids:
+            return 0
+        self.dispatcher.ping()
+        now = utcnow()
+        with self.catalog.session() as session:
+            found = repository.get_documents(session, set(document_ids))
+            owned = [d for d in found.values() if d.tenant == caller.tenant and d.sha256]
+            for document in owned:
+                document.status = DocumentStatus.QUEUED.value
+                document.status_changed_at = now
+                document.attempts = 0
+                document.vectors_sha256 = None  # the vectors carry the metadata too
+            queued = [(d.id, str(d.sha256)) for d in owned]
+        step = self.settings.extract_batch_max_documents
+        for start in range(0, len(queued), step):
+            part = queued[start : start + step]
+            self._publish(lambda part=part: self.dispatcher.extract_many(part))  # type: ignore[misc]
+        return len(queued)
+
+    def delete_many(self, caller: Caller, document_ids: Sequence[str]) -> int:
+        """:meth:`delete` for many documents of the caller (others' and unknown ids are left
+        alone), in one transaction and one index message; how many were deleted."""
+        if not document_ids:
+            return 0
+        self.dispatcher.ping()
+        with self.catalog.session() as session:
+            found = repository.get_documents(session, set(document_ids))
+            owned = [d for d in found.values() if d.tenant == caller.tenant]
+            sha256s = [str(d.sha256) for d in owned if d.sha256]
+            deleted = [d.id for d in owned]
+            for document in owned:
+                session.delete(document)
+        self.discard_blobs(sha256s)
+        if deleted:
+            self._publish(lambda: self.dispatcher.delete_from_index(deleted))
+        return len(deleted)
 
     def ingest_url(
         self, caller: Caller, url: str, meta: DocumentMeta, document_id: str | None = None

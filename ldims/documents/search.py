@@ -221,6 +221,27 @@ class DocumentSearch:
         left = self.settings.search_timeout_seconds - (time.monotonic() - started)
         return self.present(prepared, self._run(prepared, left))
 
+    def ranked(
+        self,
+        caller: Caller,
+        query: str,
+        mode: Literal["keyword", "dense", "hybrid"],
+        limit: int,
+        collection: str | None = None,
+        match_all: bool = False,
+    ) -> tuple[indexer.SearchResults, list[str]]:
+        """The index's own hits of one mode (raw and relative scores, the chunks' texts) and
+        the notes a search makes, for a toolset that shapes results its own way (qmd): the
+        same checks, tenant filter, bounds and time limit as :meth:`search`, blocking."""
+        filters = RestSearchFilters(searchMode=mode, collection=collection)
+        prepared = self.prepare(caller, query, limit, filters, 0)
+        prepared.request = replace(prepared.request, match_all=match_all)
+        started = time.monotonic()
+        if prepared.needs_vector:
+            self._add_vector(prepared)
+        left = self.settings.search_timeout_seconds - (time.monotonic() - started)
+        return self._run(prepared, left), prepared.notes
+
     # --- the steps -----------------------------------------------------------------------------
     def prepare(
         self,

@@ -337,5 +337,13 @@ def guide_validate(directory: str | None) -> None:
     raise SystemExit(1 if errors else 0)
 
 
+def _register_qmd() -> None:
+    from runtime.cli.qmd import register
+
+    register(cli)
+
+
+_register_qmd()
+
 if __name__ == "__main__":
     cli()

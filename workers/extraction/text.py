@@ -92,6 +92,24 @@ def markdown_sections(text: str) -> list[Section]:
     return sections
 
 
+_TITLE = re.compile(r"^##?\s+(.+)$", re.MULTILINE)
+_SECOND_LEVEL = re.compile(r"^##\s+(.+)$", re.MULTILINE)
+
+
+def markdown_title(text: str) -> str | None:
+    """The first ``#`` or ``##`` heading (after one named Notes, the first ``##`` one): the
+    title qmd gives a Markdown file, so both name it alike."""
+    match = _TITLE.search(text)
+    if not match:
+        return None
+    title = match.group(1).strip()
+    if title in ("📝 Notes", "Notes"):
+        second = _SECOND_LEVEL.search(text)
+        if second:
+            return second.group(1).strip()
+    return title or None
+
+
 def extract_text(data: bytes, mime: str) -> ExtractionResult:
     """Extract a text or Markdown file given as bytes."""
     text, encoding = decode_text(data)
@@ -99,7 +117,7 @@ def extract_text(data: bytes, mime: str) -> ExtractionResult:
     if not text.strip():
         raise PermanentError("EMPTY_FILE", "The file holds no text (empty or whitespace only).")
     sections = markdown_sections(text) if mime == "text/markdown" else []
-    title = sections[0].heading if sections and sections[0].level == 1 else None
+    title = markdown_title(text) if mime == "text/markdown" else None
     metadata = {"encoding": encoding, "title": title, "page_count": 1}
     return ExtractionResult(
         format=mime,

@@ -5,10 +5,11 @@ line below. Nothing else in the server names a toolset.
 """
 
 from api.mcp.toolset import Toolset
-from api.mcp.toolsets import documents, guide, sql
+from api.mcp.toolsets import documents, guide, qmd, sql
 
 REGISTRY: tuple[Toolset, ...] = (
     documents.TOOLSET,
+    qmd.TOOLSET,
     sql.TOOLSET,
     guide.TOOLSET,
 )

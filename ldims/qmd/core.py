@@ -1,0 +1,534 @@
+"""The qmd core: qmd's six tools over the documents core — search, vsearch, query, get,
+multi_get, status — for the MCP toolset, the ``qmd://`` resource and the CLI alike.
+
+Every document of the tenant is a qmd file: ``collection/path``, the path being a folder
+file's path under its folder or an uploaded document's name. Its text is the extracted text
+(a Markdown or text file's own lines; another format's pages, a ``<!-- page N -->`` line in
+place of the blank line between two pages, so line numbers stay those of search hits). What
+is deliberately not as qmd 2.8.3 does it is listed in the README (qmd toolset).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Literal
+
+from rapidfuzz import process
+from rapidfuzz.distance import Levenshtein
+from sqlalchemy import func, or_, select
+from wcmatch import glob
+
+from ldims.caller import Caller
+from ldims.catalog import Catalog, Document, DocumentStatus
+from ldims.documents import Documents
+from ldims.documents.reading import pages_of
+from ldims.errors import InvalidInput
+from ldims.qmd.errors import FileNotFound, NoFilesMatched, NoVectors
+from ldims.qmd.library import ContextInfo, Library
+from ldims.qmd.text import (
+    SNIPPET_CHARS,
+    add_line_numbers,
+    decode_path,
+    docid,
+    docid_of,
+    line_slice,
+    parse_file_argument,
+    qmd_uri,
+    snippet,
+    title_of,
+    with_context,
+)
+from ldims.settings import Settings
+
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100
+DEFAULT_MAX_BYTES = 10240  # the seed's (qmd 2.8.3: 65536)
+SIMILAR_GET = (5, 5)  # (largest edit distance, how many): qmd's for get
+SIMILAR_MULTI = (3, 3)  # and for a comma list's names
+SIMILAR_SCAN = 20_000  # paths compared at most for suggestions (bounds one call's cost)
+GLOB_SCAN = 50_000  # documents a multi_get glob is matched against at most
+_GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB
+Mode = Literal["keyword", "dense", "hybrid"]
+
+
+@dataclass(frozen=True)
+class QmdFile:
+    """A document as qmd names it."""
+
+    document_id: str
+    collection: str
+    path: str
+    sha256: str | None
+    status: str
+    title: str | None
+    format: str | None
+
+    @property
+    def display_path(self) -> str:
+        return f"{self.collection}/{self.path}"
+
+    @property
+    def docid(self) -> str:
+        return docid(self.sha256 or "")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    docid: str
+    file: str
+    title: str
+    score: float
+    context: str | None
+    snippet: str
+    line: int
+
+
+@dataclass(frozen=True)
+class Resource:
+    uri: str
+    name: str
+    title: str
+    text: str
+    mime_type: str = "text/markdown"
+
+
+@dataclass(frozen=True)
+class MultiGetEntry:
+    """A file of ``multi_get``: its resource, or why it was skipped."""
+
+    display_path: str
+    resource: Resource | None = None
+    skipped: str | None = None  # qmd's notice
+
+
+@dataclass(frozen=True)
+class MultiGet:
+    errors: list[str]
+    entries: list[MultiGetEntry]
+
+
+@dataclass(frozen=True)
+class CollectionStatus:
+    name: str
+    path: str | None
+    pattern: str | None
+    documents: int
+    lastUpdated: str  # noqa: N815
+
+
+@dataclass(frozen=True)
+class Status:
+    totalDocuments: int  # noqa: N815
+    needsEmbedding: int  # noqa: N815
+    hasVectorIndex: bool  # noqa: N815
+    collections: list[CollectionStatus]
+
+    def as_dict(self) -> dict[str, object]:
+        return dataclasses.asdict(self)
+
+
+class Qmd:
+    """qmd's tools for one process (every call takes the caller: the tenant is in every
+    query)."""
+
+    def __init__(self, settings: Settings, catalog: Catalog, documents: Documents) -> None:
+        self.settings = settings
+        self.catalog = catalog
+        self.documents = documents
+        self.library = Library(settings, catalog, documents)
+
+    # --- search ----------------------------------------------------------------------------
+    def search(
+        self,
+        caller: Caller,
+        query: str,
+        mode: Mode = "keyword",
+        limit: int = DEFAULT_LIMIT,
+        min_score: float = 0.0,
+        collection: str | None = None,
+    ) -> list[SearchResult]:
+        """``search`` (keyword), ``vsearch`` (dense) and ``query`` (hybrid): the best
+        documents, each with its best chunk's snippet, scores 0..1 at or over ``min_score``."""
+        _check_limit(limit)
+        if not 0.0 <= min_score <= 1.0:
+            raise InvalidInput("minScore is from 0 to 1.", field="minScore")
+        self.library.check_collection(caller, collection)
+        if mode == "dense":
+            self._check_vectors(caller)
+        # qmd's BM25 search wants every word; its query and vsearch do not.
+        found, _notes = self.documents.search.ranked(
+            caller, query, mode, limit, collection, match_all=mode == "keyword"
+        )
+        if not found.hits:
+            return []
+        files = self._files_by_id(caller, [hit.document_id for hit in found.hits])
+        contexts = self.library.contexts(caller)
+        results = []
+        for hit in found.hits:
+            file = files.get(hit.document_id)
+            if file is None:
+                continue  # deleted since the index answered
+            score = _score(mode, hit.raw_score, hit.score)
+            if score < min_score:
+                continue
+            line, excerpt = snippet(hit.text, hit.line_start, query, SNIPPET_CHARS)
+            results.append(
+                SearchResult(
+                    docid=file.docid,
+                    file=file.display_path,
+                    title=title_of(None, file.path) if not file.title else file.title,
+                    score=round(score, 2),
+                    context=self.library.context_of(contexts, file.collection, file.path),
+                    snippet=excerpt,
+                    line=line,
+                )
+            )
+        return results
+
+    def _check_vectors(self, caller: Caller) -> None:
+        fingerprint = self.documents.fingerprint
+        if fingerprint is None:
+            raise NoVectors(
+                "Semantic search is off (LDIMS_EMBEDDING_MODEL=none): there is no vector index."
+            )
+        with self.catalog.session() as session:
+            embedded = session.scalar(
+                select(func.count()).where(
+                    Document.tenant == caller.tenant,
+                    Document.vectors_model == fingerprint,
+                    Document.vectors_sha256 == Document.sha256,
+                )
+            )
+        if not embedded:
+            raise NoVectors()
+
+    # --- get -------------------------------------------------------------------------------
+    def get(
+        self,
+        caller: Caller,
+        file: str,
+        from_line: int | None = None,
+        max_lines: int | None = None,
+        line_numbers: bool = False,
+    ) -> Resource:
+        """One document by path, ``#docid``, ``qmd://`` URI, ``path:120`` or ``path:120:40``."""
+        argument = parse_file_argument(file, from_line, max_lines)
+        found = self._find(caller, argument.lookup)
+        if found is None:
+            similar = self._similar(caller, argument.lookup, *SIMILAR_GET)
+            message = f"Document not found: {file}"
+            if similar:
+                message += "\n\nDid you mean one of these?\n" + "\n".join(
+                    f"  - {path}" for path in similar
+                )
+            raise FileNotFound(message, file=file, similarFiles=similar)
+        body = line_slice(self._body(caller, found), argument.from_line, argument.max_lines)
+        if line_numbers:
+            body = add_line_numbers(body, argument.from_line or 1)
+        return self._resource(caller, found, body)
+
+    def read_uri(self, caller: Caller, path: str) -> Resource:
+        """The ``qmd://{+path}`` resource: the whole document, line-numbered (qmd's)."""
+        lookup = decode_path(path)
+        if lookup.startswith("/") or ".." in lookup.split("/"):
+            raise InvalidInput("A qmd:// path is collection/relative-path.", field="uri")
+        found = self._find(caller, lookup)
+        if found is None:
+            raise FileNotFound(f"Document not found: {lookup}", file=lookup)
+        return self._resource(caller, found, add_line_numbers(self._body(caller, found)))
+
+    # --- multi_get -------------------------------------------------------------------------
+    def multi_get(
+        self,
+        caller: Caller,
+        pattern: str,
+        max_lines: int | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        line_numbers: bool = False,
+    ) -> MultiGet:
+        """Documents by glob, comma list or docid; larger ones than ``max_bytes`` (characters,
+        as qmd counts) skipped with a notice; ``max_lines`` each, with qmd's truncation
+        notice."""
+        if max_bytes < 1:
+            raise InvalidInput("maxBytes is at least 1.", field="maxBytes")
+        if max_lines is not None and max_lines < 1:
+            raise InvalidInput("maxLines is at least 1.", field="maxLines")
+        errors: list[str] = []
+        listed = "," in pattern and not any(char in pattern for char in "*?{")
+        if listed or docid_of(pattern):
+            files = []
+            names = [name.strip() for name in pattern.split(",") if name.strip()]
+            if len(names) > MAX_LIMIT:
+                raise InvalidInput(f"At most {MAX_LIMIT} names.", field="pattern")
+            for name in names:
+                file, error = self._resolve_name(caller, name)
+                if file is None:
+                    errors.append(error)
+                else:
+                    files.append(file)
+        else:
+            files = self._glob(caller, pattern)
+            if not files:
+                errors.append(f"No files matched pattern: {pattern}")
+        if not files and not errors:
+            raise NoFilesMatched(f"No files matched pattern: {pattern}", pattern=pattern)
+        entries = []
+        for file in files[:MAX_LIMIT]:
+            try:
+                text = self._body(caller, file)
+            except Exception as exc:  # noqa: BLE001 — the file's error, not the call's
+                errors.append(f"{file.display_path}: {getattr(exc, 'message', str(exc))}")
+                continue
+            if len(text) > max_bytes:
+                reason = (
+                    f"File too large ({round(len(text) / 1024)}KB > {round(max_bytes / 1024)}KB)"
+                )
+                entries.append(
+                    MultiGetEntry(
+                        file.display_path,
+                        skipped=f"[SKIPPED: {file.display_path} - {reason}. Use 'get' with "
+                        f'file="{file.display_path}" to retrieve.]',
+                    )
+                )
+                continue
+            if max_lines is not None:
+                lines = text.split("\n")
+                text = "\n".join(lines[:max_lines])
+                if len(lines) > max_lines:
+                    text += f"\n\n[... truncated {len(lines) - max_lines} more lines]"
+            if line_numbers:
+                text = add_line_numbers(text)
+            entries.append(MultiGetEntry(file.display_path, self._resource(caller, file, text)))
+        if len(files) > MAX_LIMIT:
+            errors.append(f"{len(files) - MAX_LIMIT} more files matched; narrow the pattern.")
+        return MultiGet(errors, entries)
+
+    # --- status ----------------------------------------------------------------------------
+    def status(self, caller: Caller) -> Status:
+        fingerprint = self.documents.fingerprint
+        with self.catalog.session() as session:
+            total = session.scalar(select(func.count()).where(Document.tenant == caller.tenant))
+            needs = embedded = 0
+            if fingerprint is not None:
+                current = (Document.vectors_model == fingerprint) & (
+                    Document.vectors_sha256 == Document.sha256
+                )
+                embedded = session.scalar(
+                    select(func.count()).where(Document.tenant == caller.tenant, current)
+                )
+                needs = session.scalar(
+                    select(func.count(func.distinct(Document.sha256))).where(
+                        Document.tenant == caller.tenant,
+                        Document.status.in_(
+                            [
+                                DocumentStatus.QUEUED.value,
+                                DocumentStatus.PROCESSING.value,
+                                DocumentStatus.COMPLETED.value,
+                            ]
+                        ),
+                        or_(
+                            Document.vectors_model.is_(None),
+                            Document.vectors_model != fingerprint,
+                            Document.vectors_sha256.is_(None),
+                            Document.vectors_sha256 != Document.sha256,
+                        ),
+                    )
+                )
+        collections = []
+        for info in self.library.collections(caller):
+            updated = (
+                info.last_updated.isoformat(timespec="milliseconds") if info.last_updated else ""
+            )
+            collections.append(
+                CollectionStatus(
+                    info.name,
+                    info.path,
+                    info.pattern,
+                    info.documents,
+                    updated.replace("+00:00", "Z"),
+                )
+            )
+        collections.sort(key=lambda c: c.lastUpdated, reverse=True)
+        return Status(int(total or 0), int(needs or 0), bool(embedded), collections)
+
+    # --- finding files ---------------------------------------------------------------------
+    def _find(self, caller: Caller, lookup: str) -> QmdFile | None:
+        """qmd's lookup: a docid, a ``qmd://`` URI, ``collection/path``, a path in any
+        collection, then a path ending in ``/lookup`` (whole segments only)."""
+        lookup = lookup.strip()
+        if not lookup:
+            return None
+        hexdigits = docid_of(lookup)
+        if hexdigits is not None:
+            found = self._query(caller, Document.sha256.like(f"{hexdigits}%"))
+            if found:
+                return found[0]
+        if lookup.startswith("qmd://"):
+            lookup = decode_path(lookup[len("qmd://") :])
+        collection, _, path = lookup.partition("/")
+        if path:
+            found = self._query(caller, *_at(collection, path))
+            if found:
+                return found[0]
+        found = self._query(caller, *_named(lookup))
+        if found:
+            return found[0]
+        return self._suffix(caller, lookup)
+
+    def _resolve_name(self, caller: Caller, name: str) -> tuple[QmdFile | None, str]:
+        """A comma list's name as qmd resolves it (an ambiguous one is an error)."""
+        hexdigits = docid_of(name)
+        candidates: list[QmdFile] = []
+        if hexdigits is not None:
+            candidates = self._query(caller, Document.sha256.like(f"{hexdigits}%"))[:1]
+        elif name.startswith("qmd://"):
+            collection, _, path = decode_path(name[len("qmd://") :]).partition("/")
+            candidates = self._query(caller, *_at(collection, path))
+        else:
+            collection, _, path = name.partition("/")
+            if path:
+                candidates = self._query(caller, *_at(collection, path))
+            if not candidates:
+                candidates = self._query(caller, *_named(name))
+            if not candidates:
+                candidates = self._suffixes(caller, name)
+        if len(candidates) == 1:
+            return candidates[0], ""
+        if candidates:
+            uris = ", ".join(f"qmd://{c.display_path}" for c in candidates)
+            return None, f"Ambiguous path {name}: {uris}"
+        similar = self._similar(caller, name, *SIMILAR_MULTI)
+        message = f"File not found: {name}"
+        if similar:
+            message += f" (did you mean: {', '.join(similar)}?)"
+        return None, message
+
+    def _suffix(self, caller: Caller, lookup: str) -> QmdFile | None:
+        found = self._suffixes(caller, lookup)
+        return found[0] if found else None
+
+    def _suffixes(self, caller: Caller, lookup: str) -> list[QmdFile]:
+        escaped = lookup.replace("#", "##").replace("%", "#%").replace("_", "#_")
+        return self._query(
+            caller,
+            or_(
+                Document.source_path.like(f"%/{escaped}", escape="#"),
+                Document.source_path.is_(None) & Document.name.like(f"%/{escaped}", escape="#"),
+            ),
+        )
+
+    def _glob(self, caller: Caller, pattern: str) -> list[QmdFile]:
+        """Documents whose ``qmd://collection/path``, ``path`` or ``collection/path`` the
+        glob matches (qmd's three forms)."""
+        matched = []
+        for file in self._query(caller, limit=GLOB_SCAN):
+            forms = [f"qmd://{file.display_path}", file.path, file.display_path]
+            if any(glob.globmatch(form, pattern, flags=_GLOB_FLAGS) for form in forms):
+                matched.append(file)
+        return matched
+
+    def _similar(self, caller: Caller, lookup: str, distance: int, limit: int) -> list[str]:
+        """Up to ``limit`` paths within ``distance`` edits of ``lookup`` (lowercase), nearest
+        first (qmd's "did you mean")."""
+        with self.catalog.session() as session:
+            paths = list(
+                session.scalars(
+                    select(func.coalesce(Document.source_path, Document.name))
+                    .where(Document.tenant == caller.tenant)
+                    .order_by(Document.created_at)
+                    .limit(SIMILAR_SCAN)
+                )
+            )
+        lowered = [path.lower() for path in paths]
+        found = process.extract(
+            lookup.lower(),
+            lowered,
+            scorer=Levenshtein.distance,
+            score_cutoff=distance,
+            limit=limit,
+        )
+        found.sort(key=lambda match: (match[1], match[2]))  # by distance, then catalog order
+        return [paths[index] for _, _, index in found]
+
+    def _query(self, caller: Caller, *where: object, limit: int = 1000) -> list[QmdFile]:
+        with self.catalog.session() as session:
+            rows = session.scalars(
+                select(Document)
+                .where(Document.tenant == caller.tenant, *where)  # type: ignore[arg-type]
+                .order_by(Document.collection, Document.source_path, Document.name, Document.id)
+                .limit(limit)
+            )
+            return [_file(row) for row in rows]
+
+    def _files_by_id(self, caller: Caller, ids: list[str]) -> dict[str, QmdFile]:
+        found = self._query(caller, Document.id.in_(ids))
+        return {file.document_id: file for file in found}
+
+    # --- reading ---------------------------------------------------------------------------
+    def _body(self, caller: Caller, file: QmdFile) -> str:
+        """The document's text (see the module); the states' errors as the documents core
+        raises them (still processing, failed)."""
+        _, result = self.documents.reader.content(caller, file.document_id)
+        pages = pages_of(result)
+        if len(pages) <= 1:
+            return pages[0] if pages else ""
+        parts = [pages[0]]
+        for number, page in enumerate(pages[1:], start=2):
+            parts.append(f"<!-- page {number} -->")
+            parts.append(page)
+        return "\n".join(parts)
+
+    def _resource(self, caller: Caller, file: QmdFile, text: str) -> Resource:
+        contexts = self.library.contexts(caller)
+        context = self.library.context_of(contexts, file.collection, file.path)
+        title = file.title or title_of(None, file.path)
+        return Resource(
+            uri=qmd_uri(file.display_path),
+            name=file.display_path,
+            title=title,
+            text=with_context(text, context),
+        )
+
+    def contexts(self, caller: Caller) -> list[ContextInfo]:
+        return self.library.contexts(caller)
+
+
+def _check_limit(limit: int) -> None:
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(f"limit is an integer from 1 to {MAX_LIMIT}.", field="limit")
+
+
+def _score(mode: Mode, raw: float, relative: float) -> float:
+    """The 0..1 score a result shows: BM25 as qmd maps it (``|x| / (1 + |x|)``), the cosine
+    for dense, the fused score relative to the best for hybrid."""
+    if mode == "keyword":
+        return abs(raw) / (1 + abs(raw))
+    if mode == "dense":
+        return max(0.0, min(1.0, raw))
+    return relative
+
+
+def _at(collection: str, path: str) -> tuple[object, ...]:
+    return (Document.collection == collection, *_named(path))
+
+
+def _named(path: str) -> tuple[object, ...]:
+    return (
+        or_(
+            Document.source_path == path,
+            Document.source_path.is_(None) & (Document.name == path),
+        ),
+    )
+
+
+def _file(row: Document) -> QmdFile:
+    return QmdFile(
+        document_id=row.id,
+        collection=row.collection,
+        path=row.source_path or row.name,
+        sha256=row.sha256,
+        status=row.status,
+        title=row.title,
+        format=row.format,
+    )

@@ -1,0 +1,100 @@
+"""Which files of a folder a collection holds: qmd's masks and its rules for what to skip.
+
+A mask is one glob or several joined by commas (commas inside ``{…}`` or ``[…]`` do not
+split it), matched against the file's path under the folder with globstar and braces, as
+qmd's fast-glob does: ``*.md`` is the folder's own files, ``**/*.md`` every depth. As qmd:
+hidden files and folders, and ``node_modules``, ``.git``, ``.cache``, ``vendor``, ``dist``
+and ``build`` folders are skipped; symbolic links are never followed (a link to a file or a
+folder is skipped), so no path leaves the folder.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from wcmatch import glob
+
+DEFAULT_MASK = "**/*.md"  # qmd's
+EXCLUDED_FOLDERS = frozenset({"node_modules", ".git", ".cache", "vendor", "dist", "build"})
+_FLAGS = glob.GLOBSTAR | glob.BRACE
+
+
+@dataclass(frozen=True)
+class FolderFile:
+    path: str  # under the folder, POSIX separators, as on disk
+    absolute: Path
+    size: int
+    mtime_ns: int
+
+
+def split_mask(mask: str) -> list[str]:
+    """The globs of a mask: split at commas outside braces and brackets (qmd's
+    ``splitGlobMask``); a mask of nothing but commas is itself."""
+    parts, current, braces, brackets = [], "", 0, 0
+    for char in mask:
+        if char == "{":
+            braces += 1
+        elif char == "}" and braces:
+            braces -= 1
+        elif char == "[":
+            brackets += 1
+        elif char == "]" and brackets:
+            brackets -= 1
+        elif char == "," and not braces and not brackets:
+            if current.strip():
+                parts.append(current.strip())
+            current = ""
+            continue
+        current += char
+    if current.strip():
+        parts.append(current.strip())
+    return parts or [mask]
+
+
+def check_mask(mask: str) -> str:
+    """``mask`` when it can select files under a folder (ValueError: it cannot)."""
+    if not mask.strip():
+        raise ValueError("the mask is empty")
+    for part in split_mask(mask):
+        if part.startswith("/") or ".." in part.split("/"):
+            raise ValueError(f"the mask {part!r} leaves the folder (absolute or with '..')")
+    return mask
+
+
+def matches(path: str, mask: str) -> bool:
+    """Whether the path under the folder is one the mask selects."""
+    return glob.globmatch(path, split_mask(mask), flags=_FLAGS)
+
+
+def scan(folder: Path, mask: str) -> Iterator[FolderFile]:
+    """The regular files under ``folder`` that ``mask`` selects, in path order."""
+    patterns = split_mask(mask)
+    for directory, folders, files in os.walk(folder, followlinks=False):
+        # Pruned in place: os.walk then never enters them.
+        folders[:] = sorted(
+            name
+            for name in folders
+            if not name.startswith(".")
+            and name not in EXCLUDED_FOLDERS
+            and not os.path.islink(os.path.join(directory, name))
+        )
+        base = Path(directory)
+        relative = base.relative_to(folder).as_posix()
+        for name in sorted(files):
+            if name.startswith("."):
+                continue
+            path = name if relative == "." else f"{relative}/{name}"
+            if not glob.globmatch(path, patterns, flags=_FLAGS):
+                continue
+            absolute = base / name
+            try:
+                info = absolute.lstat()
+            except OSError:
+                continue  # gone since it was listed, or unreadable
+            if not stat.S_ISREG(info.st_mode):
+                continue  # a link, a pipe, a device: never followed or read
+            yield FolderFile(path, absolute, info.st_size, info.st_mtime_ns)
