@@ -169,7 +169,7 @@ class Qmd:
             file = files.get(hit.document_id)
             if file is None:
                 continue  # deleted since the index answered
-            score = _score(mode, hit.raw_score, hit.score)
+            score = round(_score(mode, hit.raw_score, hit.score), 2)  # as shown
             if score < min_score:
                 continue
             line, excerpt = snippet(hit.text, hit.line_start, query, SNIPPET_CHARS)
@@ -178,7 +178,7 @@ class Qmd:
                     docid=file.docid,
                     file=file.display_path,
                     title=title_of(None, file.path) if not file.title else file.title,
-                    score=round(score, 2),
+                    score=score,
                     context=self.library.context_of(contexts, file.collection, file.path),
                     snippet=excerpt,
                     line=line,

@@ -75,8 +75,8 @@ def parse_file_argument(
         lookup = lookup[: ranged.start()]
     else:
         line = _LINE.search(lookup)
-        if line and from_line is None:
-            from_line = int(line.group(1))
+        if line:  # stripped even when from_line is given (qmd's lookup strips it too)
+            from_line = int(line.group(1)) if from_line is None else from_line
             lookup = lookup[: line.start()]
     if from_line is not None:
         from_line = max(1, from_line)

@@ -20,7 +20,7 @@ from mcp.types import (
     TextResourceContents,
     ToolAnnotations,
 )
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from api.mcp.server import LdimsMCP
 from api.mcp.toolset import Toolset
@@ -48,6 +48,39 @@ Collection = Annotated[
 ]
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+class QmdHit(BaseModel):
+    docid: str = Field(description="#abc123: the first 6 hex digits of the content's SHA-256")
+    file: str = Field(description="collection/path: give it to get")
+    title: str
+    score: float = Field(ge=0, le=1)
+    context: str | None = Field(description="What the file's folder holds (its contexts)")
+    snippet: str = Field(description="The best lines, each 'N: text' with its line number")
+    line: int = Field(description="The best line's number in the file")
+
+
+class QmdSearchOutput(BaseModel):
+    results: list[QmdHit]
+
+
+class QmdCollection(BaseModel):
+    name: str
+    path: str | None = Field(description="The folder (null: uploaded documents only)")
+    pattern: str | None
+    documents: int
+    lastUpdated: str  # noqa: N815
+
+
+class QmdStatusOutput(BaseModel):
+    totalDocuments: int  # noqa: N815
+    needsEmbedding: int  # noqa: N815
+    hasVectorIndex: bool  # noqa: N815
+    collections: list[QmdCollection]
+
+
+SearchAnswer = Annotated[CallToolResult, QmdSearchOutput]
+StatusAnswer = Annotated[CallToolResult, QmdStatusOutput]
 
 PROMPT = """# How to search your knowledge base with QMD
 
@@ -103,7 +136,7 @@ def register(server: LdimsMCP) -> None:
         limit: Limit = DEFAULT_LIMIT,
         minScore: Annotated[float, Field(ge=0, le=1, description="Minimum score 0-1")] = 0.0,  # noqa: N803
         collection: Collection = None,
-    ) -> CallToolResult:
+    ) -> SearchAnswer:
         return await run_search(ctx, "keyword", query, limit, minScore, collection)
 
     @server.tool(
@@ -117,7 +150,7 @@ def register(server: LdimsMCP) -> None:
         limit: Limit = DEFAULT_LIMIT,
         minScore: Annotated[float, Field(ge=0, le=1, description="Minimum score 0-1")] = 0.3,  # noqa: N803
         collection: Collection = None,
-    ) -> CallToolResult:
+    ) -> SearchAnswer:
         return await run_search(ctx, "dense", query, limit, minScore, collection)
 
     @server.tool(
@@ -132,7 +165,7 @@ def register(server: LdimsMCP) -> None:
         limit: Limit = DEFAULT_LIMIT,
         minScore: Annotated[float, Field(ge=0, le=1, description="Minimum score 0-1")] = 0.0,  # noqa: N803
         collection: Collection = None,
-    ) -> CallToolResult:
+    ) -> SearchAnswer:
         return await run_search(ctx, "hybrid", query, limit, minScore, collection)
 
     @server.tool(
@@ -203,7 +236,7 @@ def register(server: LdimsMCP) -> None:
         "whether vectors exist.",
         annotations=READ_ONLY,
     )
-    async def status(ctx: Context) -> CallToolResult:
+    async def status(ctx: Context) -> StatusAnswer:
         found = await server.blocking(qmd.status, server.caller(ctx))
         lines = [
             "QMD Index Status:",
