@@ -55,6 +55,8 @@ class QmdReference:
     """One private qmd installation state (config + index) in ``work``."""
 
     def __init__(self, work: Path) -> None:
+        if not QMD_BIN.exists():  # a clear message rather than Node's "Cannot find module"
+            raise QmdError(f"{QMD_BIN} is missing: run `bash tests/mcp_clients/install.sh`")
         self.work = work
         self.home = work / "home"
         for folder in (self.home, work / "config", work / "cache"):
@@ -136,6 +138,7 @@ class QmdReference:
     # --- the MCP server (`qmd mcp`, stdio) -------------------------------------------------------
 
     def mcp_parameters(self) -> StdioServerParameters:
+        """How to spawn ``qmd mcp`` with this reference's environment (for a custom client)."""
         return StdioServerParameters(
             command=str(NODE), args=[str(QMD_BIN), "mcp"], env=self.env, cwd=self.work
         )
@@ -157,6 +160,7 @@ class QmdReference:
         """Make ``calls`` (tool name, arguments) in order in one session; the raw SDK results.
 
         A tool error (e.g. "Document not found") is a result with ``is_error`` set, not a raise.
+        Runs its own event loop: from async code use ``mcp_session`` instead.
         """
 
         async def call_all() -> list[CallToolResult]:

@@ -51,12 +51,14 @@ def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> No
     catalog.upgrade()  # a second run changes nothing
     tables = set(inspect(catalog.engine).get_table_names())
     assert {"documents", "webhook_events", "alembic_version"} <= tables
+    assert {"folder_collections", "path_contexts"} <= tables
     with catalog.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
         )
     columns = {column["name"] for column in inspect(catalog.engine).get_columns("documents")}
     assert {"chunk_count", "vectors_sha256", "vectors_model"} <= columns
+    assert {"source_path", "source_mtime_ns"} <= columns
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

@@ -41,6 +41,7 @@ from tests.conftest import (
 )
 
 MODES = ["auto", "legacy"]
+QMD_TOOLS = {"search", "vsearch", "query", "get", "multi_get", "status"}
 FEDERAL = "pdfplumber__federal-register-2020-17221.pdf"  # 15 pages, English
 ZH_TEXT = "本款固态硬盘是一款微型尺寸的产品，无需驱动程序就可支持主流操作系统。"
 
@@ -167,8 +168,9 @@ def test_tools_and_resource_templates_are_listed_with_schemas(corpus: Stack, mod
                 "getDocumentStatus",
                 "ingestDocument",
                 "deleteDocument",
-                "initiate_session",  # the guide toolset is on by default too
+                "initiate_session",  # the guide and qmd toolsets are on by default too
                 "navigate_session",
+                *QMD_TOOLS,
             }
             search = tools["searchDocuments"]
             schema = search.input_schema
@@ -183,6 +185,7 @@ def test_tools_and_resource_templates_are_listed_with_schemas(corpus: Stack, mod
                 "ldims://docs/{document_id}/extracted_content",
                 "ldims://docs/{document_id}/pages/{range}",
                 "ldims://docs/{document_id}/lines/{range}",
+                "qmd://{+path}",
             }
 
     run(check())
@@ -201,6 +204,7 @@ def test_write_tools_are_off_by_default(tmp_path: Path, shared_redis: RedisServe
         "getDocumentStatus",
         "initiate_session",
         "navigate_session",
+        *QMD_TOOLS,
     }
     services.catalog.dispose()
 
