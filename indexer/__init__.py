@@ -8,6 +8,7 @@ through ``search`` (bounded by :class:`SearchLimits`) and the small read helpers
 from indexer.analysis import warm_up
 from indexer.budget import SearchLimits
 from indexer.deadline import SearchOverdue
+from indexer.lexicon import LexicalHit, fts_query
 from indexer.model import (
     Chunk,
     IndexBusy,
@@ -35,7 +36,9 @@ __all__ = [
     "IndexedDocument",
     "QueryOverBudget",
     "QueryUnprocessable",
+    "LexicalHit",
     "SearchHit",
+    "fts_query",
     "SearchLimits",
     "SearchMode",
     "SearchRequest",

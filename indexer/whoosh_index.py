@@ -41,6 +41,7 @@ from indexer.analysis import index_terms
 from indexer.budget import SearchLimits
 from indexer.deadline import check, deadline_in
 from indexer.hybrid import run_hybrid
+from indexer.lexicon import LexicalHit, Lexicon
 from indexer.mapped import MappedStorage
 from indexer.merging import MergePolicy, TieredMerge
 from indexer.model import (
@@ -238,6 +239,9 @@ class Batch:
     def __init__(self, writer: _SegmentWriter) -> None:
         self._writer = writer
         self._written: set[str] = set()
+        # qmd's FTS5 rows of the batch, written once Whoosh has committed: (id, document or
+        # None for a delete).
+        self.lexical: list[tuple[str, IndexedDocument | None]] = []
         # One reader of the segments for every delete of the batch: Whoosh's delete_by_term
         # opens (and closes) a reader of every segment per call otherwise.
         self._searcher: Searcher | None = None
@@ -252,10 +256,12 @@ class Batch:
         self._delete(document.document_id)
         for fields in _chunk_fields(document):
             self._writer.add_chunk(fields)
+        self.lexical.append((document.document_id, document))
 
     def delete(self, document_id: str) -> None:
         self._once(document_id)
         self._delete(document_id)
+        self.lexical.append((document_id, None))
 
     def _delete(self, document_id: str) -> None:
         if self._searcher is None:
@@ -300,6 +306,8 @@ class DocumentIndex:
         self._searchers = SearcherPool(
             self.path, max_idle=max_idle_searchers, max_open=max_searchers
         )
+        # qmd's BM25 (SQLite FTS5), written in the same batches (see indexer.lexicon).
+        self.lexicon = Lexicon(self.path)
 
     # --- opening ---------------------------------------------------------------------------
     def _open_or_create(self) -> whoosh_index.Index:
@@ -344,13 +352,28 @@ class DocumentIndex:
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[Batch]:
-        """Replace and delete many documents in one commit."""
+        """Replace and delete many documents in one commit (then their qmd FTS5 rows: a
+        failure there leaves Whoosh written and raises, and the batch's retry rewrites both)."""
         with self._writer() as writer:
             batch = Batch(writer)
             try:
                 yield batch
             finally:
                 batch.close()
+        if batch.lexical:
+            with self.lexicon.writer() as lexical:
+                for document_id, document in batch.lexical:
+                    if document is None:
+                        lexical.delete(document_id)
+                    else:
+                        lexical.replace(
+                            document_id,
+                            document.tenant,
+                            document.collection,
+                            document.name,
+                            qmd_title(document),
+                            full_text(document),
+                        )
 
     def replace_document(self, document: IndexedDocument) -> None:
         """Make ``document``'s chunks the only ones indexed under its id (one commit)."""
@@ -400,6 +423,18 @@ class DocumentIndex:
                     snapshot.searcher, request, snapshot, self.limits, self.vectors, self.reranker
                 )
             return run_search(snapshot.searcher, request, snapshot, self.limits)
+
+    def lexical_search(
+        self,
+        tenant: str,
+        query: str,
+        limit: int,
+        collection: str | None = None,
+        within: float | None = None,
+    ) -> list[LexicalHit]:
+        """qmd's BM25 search (SQLite FTS5, qmd's query syntax and weights) of ``tenant``'s
+        documents: the ``limit`` best, each with its text."""
+        return self.lexicon.search(tenant, query, limit, collection, within)
 
     def check_cost(self, request: SearchRequest, within: float | None = None) -> None:
         """Raise :class:`QueryOverBudget` when ``request``'s keyword query is over
@@ -507,3 +542,23 @@ def _chunk_fields(document: IndexedDocument) -> Iterator[dict[str, object]]:
             "text": chunk.text,
             "exact": chunk.text,
         }
+
+
+def full_text(document: IndexedDocument) -> str:
+    """The document's text rebuilt from its chunks at their line numbers (the blank lines
+    between pages, which no chunk holds, come back empty)."""
+    if not document.chunks:
+        return ""
+    lines = [""] * max(chunk.line_end for chunk in document.chunks)
+    for chunk in document.chunks:
+        lines[chunk.line_start - 1 : chunk.line_end] = chunk.text.split("\n")
+    return "\n".join(lines)
+
+
+def qmd_title(document: IndexedDocument) -> str:
+    """qmd's title: the document's, else its file name without the extension."""
+    if document.title:
+        return document.title
+    name = document.name.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    return stem or name

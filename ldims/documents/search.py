@@ -242,6 +242,21 @@ class DocumentSearch:
         left = self.settings.search_timeout_seconds - (time.monotonic() - started)
         return self._run(prepared, left), prepared.notes
 
+    def bm25(
+        self, caller: Caller, query: str, limit: int, collection: str | None = None
+    ) -> list[indexer.LexicalHit]:
+        """qmd's BM25 search of the caller's documents (SQLite FTS5: qmd's query syntax,
+        weights and scores), within the search time limit."""
+        _check_int(limit, "limit", 1, MAX_RESULTS_BOUND)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInput(field="query", issue="Query cannot be empty")
+        if len(query) > indexer.MAX_QUERY_CHARS:
+            raise InvalidInput(field="query", issue=f"at most {indexer.MAX_QUERY_CHARS} characters")
+        within = self.settings.search_timeout_seconds
+        return self._checked(
+            lambda: self._index().lexical_search(caller.tenant, query, limit, collection, within)
+        )
+
     # --- the steps -----------------------------------------------------------------------------
     def prepare(
         self,

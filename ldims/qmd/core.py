@@ -23,7 +23,7 @@ from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus
 from ldims.documents import Documents
 from ldims.documents.reading import pages_of
-from ldims.errors import InvalidInput
+from ldims.errors import InvalidInput, QueryUnprocessable
 from ldims.qmd.errors import FileNotFound, NoFilesMatched, NoVectors
 from ldims.qmd.library import ContextInfo, Library
 from ldims.qmd.text import (
@@ -154,12 +154,11 @@ class Qmd:
         if not 0.0 <= min_score <= 1.0:
             raise InvalidInput("minScore is from 0 to 1.", field="minScore")
         self.library.check_collection(caller, collection)
+        if mode == "keyword":
+            return self._bm25(caller, query, limit, min_score, collection)
         if mode == "dense":
             self._check_vectors(caller)
-        # qmd's BM25 search wants every word; its query and vsearch do not.
-        found, _notes = self.documents.search.ranked(
-            caller, query, mode, limit, collection, match_all=mode == "keyword"
-        )
+        found, _notes = self.documents.search.ranked(caller, query, mode, limit, collection)
         if not found.hits:
             return []
         files = self._files_by_id(caller, [hit.document_id for hit in found.hits])
@@ -178,6 +177,36 @@ class Qmd:
                     docid=file.docid,
                     file=file.display_path,
                     title=title_of(None, file.path) if not file.title else file.title,
+                    score=score,
+                    context=self.library.context_of(contexts, file.collection, file.path),
+                    snippet=excerpt,
+                    line=line,
+                )
+            )
+        return results
+
+    def _bm25(
+        self, caller: Caller, query: str, limit: int, min_score: float, collection: str | None
+    ) -> list[SearchResult]:
+        """qmd's BM25 search: its FTS5 ranking and scores, snippets from the whole text."""
+        try:
+            found = self.documents.search.bm25(caller, query, limit, collection)
+        except QueryUnprocessable:
+            return []  # qmd: a query of nothing searchable (only "-words") finds nothing
+        files = self._files_by_id(caller, [hit.document_id for hit in found])
+        contexts = self.library.contexts(caller)
+        results = []
+        for hit in found:
+            file = files.get(hit.document_id)
+            score = round(hit.score, 2)
+            if file is None or score < min_score:
+                continue
+            line, excerpt = snippet(hit.body, 1, query, SNIPPET_CHARS)
+            results.append(
+                SearchResult(
+                    docid=file.docid,
+                    file=file.display_path,
+                    title=file.title or title_of(None, file.path),
                     score=score,
                     context=self.library.context_of(contexts, file.collection, file.path),
                     snippet=excerpt,

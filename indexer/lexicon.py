@@ -1,0 +1,270 @@
+"""qmd's BM25: SQLite FTS5 beside the Whoosh index, so that the qmd toolset's ``search``
+ranks as qmd 2.8.3 does — the same table (``filepath``, ``title``, ``body``; tokenizer
+``porter unicode61``; Han, kana and Hangul runs spaced one character apart), the same column
+weights (1.5, 4.0, 1.0), the same query syntax (every word a prefix, all required;
+``"phrases"``; ``-negation``; hyphenated and dotted words) and the same 0..1 score,
+``|bm25| / (1 + |bm25|)``.
+
+One FTS5 table per tenant, so no statistic mixes two tenants' documents; a table of rows
+maps each row to its document, tenant and collection (a delete knows only the id). The index
+worker writes it in the same batches as Whoosh (:class:`~indexer.whoosh_index.Batch`), after
+Whoosh's commit; searches open a read-only connection each, bounded in time by SQLite's
+progress handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import regex
+
+from indexer.deadline import SearchOverdue
+from indexer.model import QueryUnprocessable
+
+FILE = "lexicon.sqlite3"
+WEIGHTS = (1.5, 4.0, 1.0)  # filepath, title, body: qmd's bm25() weights
+_CJK_CHAR = regex.compile(
+    r"[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]"
+)
+_CJK_RUN = regex.compile(
+    r"[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Hangul}]+"
+)
+_NOT_TERM = regex.compile(r"[^\p{L}\p{N}'_]")
+_HYPHENATED = regex.compile(r"^[\p{L}\p{N}][\p{L}\p{N}'-]*-[\p{L}\p{N}][\p{L}\p{N}'-]*$")
+_DOTTED_PART = regex.compile(r"^[\p{L}\p{N}_]+$")
+_SPACE = regex.compile(r"\s")
+_STEPS_PER_CHECK = 1000  # SQLite VM steps between two looks at the clock
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    document_id: str
+    bm25: float  # FTS5's (negative: lower is better)
+    body: str
+
+    @property
+    def score(self) -> float:
+        """qmd's 0..1 score."""
+        return abs(self.bm25) / (1 + abs(self.bm25))
+
+
+def spaced_cjk(text: str) -> str:
+    """Each run of Han, kana or Hangul characters spaced out (qmd's ``normalizeCjkForFTS``)."""
+    return _CJK_RUN.sub(lambda run: " " + " ".join(run.group(0)) + " ", text)
+
+
+def _term(word: str) -> str:
+    return _NOT_TERM.sub("", word).lower()
+
+
+def _dotted(word: str) -> bool:
+    parts = word.split(".")
+    return len(parts) >= 2 and all(part and _DOTTED_PART.match(part) for part in parts)
+
+
+def _phrase(text: str) -> str:
+    words = []
+    for word in spaced_cjk(text).split():
+        if _dotted(word):
+            words += [term for part in word.split(".") if (term := _term(part))]
+        elif term := _term(word):
+            words.append(term)
+    return " ".join(words)
+
+
+def fts_query(text: str) -> str | None:
+    """qmd's FTS5 query for ``text`` (its ``buildFTS5Query``); None: nothing to search for."""
+    positive: list[str] = []
+    negative: list[str] = []
+    s, i = text.strip(), 0
+    while i < len(s):
+        while i < len(s) and _SPACE.match(s[i]):
+            i += 1
+        if i >= len(s):
+            break
+        negated = s[i] == "-"
+        if negated:
+            i += 1
+        found: list[str] = []
+        if i < len(s) and s[i] == '"':
+            start = i + 1
+            i += 1
+            while i < len(s) and s[i] != '"':
+                i += 1
+            phrase = s[start:i].strip()
+            i += 1
+            if phrase and (cleaned := _phrase(phrase)):
+                found = [f'"{cleaned}"']
+        else:
+            start = i
+            while i < len(s) and not _SPACE.match(s[i]) and s[i] != '"':
+                i += 1
+            word = s[start:i]
+            if _HYPHENATED.match(word):
+                cleaned = " ".join(t for part in word.split("-") if (t := _term(part)))
+                found = [f'"{cleaned}"'] if cleaned else []
+            elif _dotted(word):
+                parts = [f'"{t}"*' for part in word.split(".") if (t := _term(part))]
+                found = ["(" + " AND ".join(parts) + ")"] if parts and negated else parts
+            elif _CJK_CHAR.search(word):
+                cleaned = _phrase(word)
+                found = [f'"{cleaned}"'] if cleaned else []
+            elif cleaned := _term(word):
+                found = [f'"{cleaned}"*']
+        (negative if negated else positive).extend(found)
+    if not positive:
+        return None
+    query = " AND ".join(positive)
+    for excluded in negative:
+        query = f"{query} NOT {excluded}"
+    return query
+
+
+def _table(tenant: str) -> str:
+    # Tenant names are [A-Za-z0-9_.-]: hashed anyway, so no name reaches the SQL as text.
+    return "fts_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+class Lexicon:
+    """The FTS5 tables of one index folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = folder / FILE
+        self._tables: set[str] = set()
+        self._lock = threading.Lock()
+
+    # --- writing (the index worker) ------------------------------------------------------------
+    @contextlib.contextmanager
+    def writer(self) -> Iterator[LexiconWriter]:
+        """One transaction of replaces and deletes (committed when the block ends)."""
+        with self._lock:
+            connection = self._connect(readonly=False)
+            try:
+                writer = LexiconWriter(self, connection)
+                yield writer
+                connection.commit()
+            except BaseException:
+                connection.rollback()
+                raise
+            finally:
+                connection.close()
+
+    def _ensure(self, connection: sqlite3.Connection, table: str) -> None:
+        if table in self._tables:
+            return
+        connection.execute(
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING "
+            "fts5(filepath, title, body, tokenize='porter unicode61')"
+        )
+        self._tables.add(table)
+
+    # --- reading -------------------------------------------------------------------------------
+    def search(
+        self,
+        tenant: str,
+        text: str,
+        limit: int,
+        collection: str | None = None,
+        within: float | None = None,
+    ) -> list[LexicalHit]:
+        """The ``limit`` best documents of ``tenant`` (of ``collection``) for qmd's query
+        ``text``, best first (equal scores in the order they were written, as qmd's)."""
+        query = fts_query(text)
+        if query is None:
+            raise QueryUnprocessable("The query has nothing to search for.")
+        if not self.path.exists():
+            return []
+        table = _table(tenant)
+        connection = self._connect(readonly=True)
+        if within is not None:
+            end = time.monotonic() + within
+            connection.set_progress_handler(lambda: int(time.monotonic() > end), _STEPS_PER_CHECK)
+        try:
+            if not connection.execute(
+                "SELECT 1 FROM sqlite_master WHERE name = ?", (table,)
+            ).fetchone():
+                return []
+            scope = (
+                "AND f.rowid IN (SELECT rowid FROM rows WHERE collection = ?)" if collection else ""
+            )
+            parameters: tuple[object, ...] = (
+                (query, collection, limit) if collection else (query, limit)
+            )
+            found = connection.execute(
+                f"SELECT r.document_id, bm25({table}, {', '.join(map(str, WEIGHTS))}) AS s, "
+                f"r.body FROM {table} AS f JOIN rows AS r ON r.rowid = f.rowid "
+                f"WHERE {table} MATCH ? {scope} ORDER BY s, f.rowid LIMIT ?",
+                parameters,
+            ).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "interrupted" in str(exc):
+                raise SearchOverdue("the BM25 search ran out of time") from exc
+            if "fts5" in str(exc).lower() or "syntax" in str(exc).lower():
+                raise QueryUnprocessable(f"The query cannot be searched: {exc}") from exc
+            raise
+        finally:
+            connection.close()
+        return [LexicalHit(document_id, float(score), body) for document_id, score, body in found]
+
+    def _connect(self, readonly: bool) -> sqlite3.Connection:
+        if readonly:
+            uri = f"file:{self.path}?mode=ro"
+            connection = sqlite3.connect(uri, uri=True, timeout=30, check_same_thread=False)
+            return connection
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(self.path, timeout=30)
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute(
+            "CREATE TABLE IF NOT EXISTS rows (rowid INTEGER PRIMARY KEY, "
+            "document_id TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL, collection TEXT NOT NULL, "
+            "body TEXT NOT NULL)"
+        )
+        connection.execute("CREATE INDEX IF NOT EXISTS rows_collection ON rows (collection)")
+        return connection
+
+
+class LexiconWriter:
+    def __init__(self, lexicon: Lexicon, connection: sqlite3.Connection) -> None:
+        self._lexicon = lexicon
+        self._connection = connection
+
+    def replace(
+        self, document_id: str, tenant: str, collection: str, path: str, title: str, body: str
+    ) -> None:
+        """The document's row (a new rowid: a replaced document ranks after older ties, as a
+        qmd file written later does)."""
+        self.delete(document_id)
+        table = _table(tenant)
+        self._lexicon._ensure(self._connection, table)
+        cursor = self._connection.execute(
+            "INSERT INTO rows (document_id, tenant, collection, body) VALUES (?, ?, ?, ?)",
+            (document_id, tenant, collection, body),
+        )
+        self._connection.execute(
+            f"INSERT INTO {table} (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
+            (
+                cursor.lastrowid,
+                spaced_cjk(f"{collection}/{path}"),
+                spaced_cjk(title),
+                spaced_cjk(body),
+            ),
+        )
+
+    def delete(self, document_id: str) -> None:
+        row = self._connection.execute(
+            "SELECT rowid, tenant FROM rows WHERE document_id = ?", (document_id,)
+        ).fetchone()
+        if row is None:
+            return
+        rowid, tenant = row
+        table = _table(tenant)
+        self._lexicon._ensure(self._connection, table)
+        self._connection.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
+        self._connection.execute("DELETE FROM rows WHERE rowid = ?", (rowid,))
