@@ -1,0 +1,456 @@
+"""qmd benchmark: ``ldims update`` beside qmd's own ``update`` on one 5,000-file folder, and
+the qmd tools over MCP HTTP with 8 clients beside ``echo`` on the same server.
+
+1. **The folder.** ``--files`` (5,000) Markdown files in 50 folders, each a Cranfield abstract
+   (``../shared/corpus/ir/cranfield``, read in place) with a line of its own, so no two are
+   the same.
+2. **Updates.** The real qmd 2.8.3 (``tests/qmd_reference.py``, Node 22) adds the folder as a
+   collection (its first scan: read, hash, index in FTS5, synchronously), then, after 1 % of
+   the files changed, runs ``qmd update``. LDIMS does the same through ``ldims serve`` (the
+   real pipeline: embedded Redis, extract, index and embed workers with the bundled ``use``
+   model): ``ldims collection add`` and ``ldims update`` — the command's own time (scan, store,
+   record, queue) and the time until every document is ``completed`` (keyword-searchable), and
+   when the vectors are all written. Both see the same folder states, qmd first.
+3. **MCP load.** ``ldims serve`` stopped, a server of ``create_app`` plus an ``echo`` tool on
+   the same data dir (one uvicorn process, as ``bench/mcp_search.py``'s), 8 SDK clients in this
+   process, phases in turns: ``echo``; ``search`` (two-word queries, qmd's BM25); ``query``
+   (hybrid: keyword and dense lists, the query vector embedded once per distinct query, then
+   cached); ``get`` (a file, a third of them with a ``:line:count`` window); ``multi_get`` (a
+   glob of about 10 files, 20 lines each).
+
+Prints the tables and writes them to ``bench/results/qmd.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import logging
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp_load import stop_process, stop_server, wait_ready
+from mcp_search import Phase, Rotation, Work, connect, run_phase
+from report import machine_line, markdown_table, ms, percentile, publish
+from servers import Server, free_port, launch, server_env
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from ldims.catalog import Catalog, repository  # noqa: E402
+from ldims.semantic import fingerprint_for  # noqa: E402
+from ldims.settings import Settings  # noqa: E402
+from tests.qmd_reference import QmdReference  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results" / "qmd.md"
+CRANFIELD = ROOT.parent / "shared" / "corpus" / "ir" / "cranfield"
+TENANT = "bench"  # mcp_search.connect's tenant header
+NAME = "kb"
+FOLDERS = 50
+log = logging.getLogger("bench.qmd")
+
+
+# --- the folder --------------------------------------------------------------------------------
+def abstracts() -> list[dict[str, str]]:
+    return [json.loads(line) for line in (CRANFIELD / "corpus.jsonl").read_text().splitlines()]
+
+
+def build_folder(root: Path, count: int, seed: int) -> list[Path]:
+    rng = random.Random(seed)
+    source = abstracts()
+    words = sorted({w for a in source for w in a["text"].split() if w.isalpha() and len(w) > 4})
+    files = []
+    for number in range(count):
+        abstract = source[number % len(source)]
+        folder = root / f"topic {number % FOLDERS:02d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        own = " ".join(rng.sample(words, 6))
+        body = abstract["text"].replace(" . ", " .\n")
+        path = folder / f"note-{number:05d}.md"
+        path.write_text(f"# {abstract['title']}\n\n{body}\n\nNote {number}: {own}\n")
+        files.append(path)
+    return files
+
+
+def change(files: list[Path], share: float, seed: int) -> int:
+    rng = random.Random(seed + 1)
+    chosen = rng.sample(files, max(1, int(len(files) * share)))
+    for path in chosen:
+        path.write_text(path.read_text() + "\nEdited: one more line.\n")
+    return len(chosen)
+
+
+# --- LDIMS: ldims serve and its CLI ---------------------------------------------------------------
+@dataclass
+class Timing:
+    command: float  # the CLI's own wall time
+    completed: float  # until every document is completed (from the command's start)
+    vectors: float | None  # until every vector is written
+    summary: str
+
+
+class Ldims:
+    def __init__(self, data_dir: Path, model: str) -> None:
+        self.data_dir = data_dir
+        self.env = {"LDIMS_EMBEDDING_MODEL": model, "LDIMS_DEFAULT_TENANT": TENANT}
+        self.settings = Settings(data_dir=data_dir, embedding_model=model)
+        self.server: Server | None = None
+
+    def start(self) -> None:
+        port = free_port()
+        command = [str(Path(sys.executable).parent / "ldims"), "serve"]
+        env = self.env | {"LDIMS_PORT": str(port)}
+        self.server = launch(command, self.data_dir, f"http://127.0.0.1:{port}/mcp", env)
+        anyio.run(wait_ready, self.server, TENANT)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            stop_server(self.server)
+            self.server = None
+
+    def cli(self, *args: str) -> str:
+        command = [str(Path(sys.executable).parent / "ldims"), *args]
+        done = subprocess.run(
+            command,
+            env=server_env(self.data_dir) | self.env,
+            cwd=self.data_dir,
+            capture_output=True,
+            text=True,
+            timeout=3600,
+        )
+        if done.returncode:
+            raise RuntimeError(f"ldims {' '.join(args)}: {done.stderr}\n{done.stdout}")
+        return done.stdout
+
+    def timed(self, *args: str) -> Timing:
+        catalog = Catalog(self.settings.catalog_url)
+        started = time.perf_counter()
+        out = self.cli(*args)
+        command = time.perf_counter() - started
+        completed = vectors = None
+        deadline = started + 3600
+        fingerprint = fingerprint_for(self.settings)
+        while time.perf_counter() < deadline:
+            with catalog.session() as session:
+                counts = repository.count_by_status(session, TENANT)
+                pending = 0
+                if fingerprint is not None:
+                    pending = repository.pending_vectors(session, fingerprint, TENANT)[0]
+            busy = counts["queued"] + counts["processing"]
+            now = time.perf_counter() - started
+            if not busy and completed is None:
+                completed = now
+            if not busy and not pending:
+                vectors = now if fingerprint is not None else None
+                break
+            time.sleep(0.2)
+        catalog.dispose()
+        if completed is None:
+            raise RuntimeError(f"not completed within an hour: {counts}")
+        line = next((x for x in out.splitlines() if x.startswith("Indexed:")), out.strip())
+        return Timing(command, completed, vectors, line)
+
+
+def qmd_timed(call: Any) -> tuple[float, str]:
+    started = time.perf_counter()
+    out = call()
+    line = next((x for x in out.splitlines() if x.startswith("Indexed:")), out.strip()[:200])
+    return time.perf_counter() - started, line
+
+
+# --- the MCP load ------------------------------------------------------------------------------
+def serve(data_dir: Path, port: int, model: str) -> None:
+    """``--serve``: ``create_app`` + an ``echo`` tool under uvicorn (the child process)."""
+    import uvicorn
+
+    from runtime import create_app
+
+    logging.basicConfig(level=logging.WARNING)
+    app = create_app(Settings(data_dir=data_dir, log_level="WARNING", embedding_model=model))
+
+    @app.state.mcp.tool(name="echo", description="Return the text unchanged (benchmark floor).")
+    async def echo(text: str) -> str:
+        return text
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+def start_bench_server(data_dir: Path, model: str) -> Server:
+    port = free_port()
+    command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--data-dir"]
+    command += [str(data_dir), "--port", str(port), "--model", model]
+    folder = data_dir / "bench-serve"
+    folder.mkdir(exist_ok=True)
+    return launch(
+        command, folder, f"http://127.0.0.1:{port}/mcp", {"LDIMS_DATA_DIR": str(data_dir)}
+    )
+
+
+@dataclass
+class Calls:
+    echo: list[dict[str, Any]]
+    search: list[dict[str, Any]]
+    query: list[dict[str, Any]]
+    get: list[dict[str, Any]]
+    multi_get: list[dict[str, Any]]
+
+
+def make_calls(files: list[Path], root: Path, count: int, seed: int) -> Calls:
+    rng = random.Random(seed + 2)
+    source = abstracts()
+    pairs = []
+    while len(pairs) < count:
+        a = rng.choice(source)["title"].split()
+        kept = [w for w in a if w.isalpha() and len(w) > 4]
+        if len(kept) >= 2:
+            pairs.append(" ".join(rng.sample(kept, 2)))
+    gets = []
+    for _ in range(count):
+        path = f"{NAME}/{rng.choice(files).relative_to(root).as_posix()}"
+        if rng.random() < 1 / 3:
+            path += f":{rng.randint(1, 8)}:5"
+        gets.append({"file": path, "lineNumbers": True})
+    globs = [
+        {
+            "pattern": f"topic {rng.randrange(FOLDERS):02d}/note-0{rng.randrange(50):02d}*.md",
+            "maxLines": 20,
+        }
+        for _ in range(count)
+    ]
+    return Calls(
+        echo=[{"text": p} for p in pairs],
+        search=[{"query": p} for p in pairs],
+        query=[{"query": p} for p in pairs[: max(1, count // 4)]],  # repeated: cached vectors
+        get=gets,
+        multi_get=globs,
+    )
+
+
+async def run_load(server: Server, calls: Calls, args: argparse.Namespace) -> list[Phase]:
+    import psutil
+
+    await wait_ready(server, TENANT)
+    process = psutil.Process(server.process.pid)
+    async with contextlib.AsyncExitStack() as stack:
+        clients = await connect(stack, server, args.clients, "auto")
+        works = [
+            Work("echo", "echo", clients, process, Rotation(calls.echo, args.clients)),
+            Work("search", "search", clients, process, Rotation(calls.search, args.clients)),
+            Work("query", "query", clients, process, Rotation(calls.query, args.clients)),
+            Work("get", "get", clients, process, Rotation(calls.get, args.clients)),
+            Work(
+                "multi_get", "multi_get", clients, process, Rotation(calls.multi_get, args.clients)
+            ),
+        ]
+        for work in works:  # warm-up: searchers, caches, the query vectors
+            await run_phase(work, args.warmup)
+        phases = [Phase(w.label, w.tool, args.clients, args.seconds) for w in works]
+        for _ in range(args.rounds):
+            for work, phase in zip(works, phases, strict=True):
+                await run_phase(work, args.seconds / args.rounds, phase)
+    return phases
+
+
+# --- the report --------------------------------------------------------------------------------
+@dataclass
+class Updates:
+    files: int
+    changed: int
+    qmd_add: tuple[float, str]
+    qmd_update: tuple[float, str]
+    ldims_add: Timing
+    ldims_update: Timing
+    documents: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def update_rows(updates: Updates) -> list[list[str]]:
+    def seconds(value: float | None) -> str:
+        return f"{value:.1f}" if value is not None else "—"
+
+    return [
+        [
+            "first scan",
+            "qmd `collection add`",
+            seconds(updates.qmd_add[0]),
+            "—",
+            "—",
+            updates.qmd_add[1],
+        ],
+        [
+            "first scan",
+            "LDIMS `ldims collection add`",
+            seconds(updates.ldims_add.command),
+            seconds(updates.ldims_add.completed),
+            seconds(updates.ldims_add.vectors),
+            updates.ldims_add.summary,
+        ],
+        [
+            f"rescan, {updates.changed} changed",
+            "qmd `update`",
+            seconds(updates.qmd_update[0]),
+            "—",
+            "—",
+            updates.qmd_update[1],
+        ],
+        [
+            f"rescan, {updates.changed} changed",
+            "LDIMS `ldims update`",
+            seconds(updates.ldims_update.command),
+            seconds(updates.ldims_update.completed),
+            seconds(updates.ldims_update.vectors),
+            updates.ldims_update.summary,
+        ],
+    ]
+
+
+def load_rows(phases: Sequence[Phase]) -> list[list[str]]:
+    echo = phases[0].rate or 1.0
+    rows = []
+    for phase in phases:
+        errors = sum(phase.errors.values())
+        rows.append(
+            [
+                f"`{phase.tool}`",
+                str(phase.clients),
+                str(phase.calls),
+                f"{phase.rate:.1f}",
+                f"{phase.rate / echo:.0%}",
+                ms(percentile(phase.latencies, 50)),
+                ms(percentile(phase.latencies, 95)),
+                ms(percentile(phase.latencies, 99)),
+                f"{errors}" + (f" ({dict(phase.errors)})" if errors else ""),
+            ]
+        )
+    return rows
+
+
+def report(args: argparse.Namespace, updates: Updates, phases: Sequence[Phase]) -> str:
+    lines = ["# qmd benchmark", "", "## Updates: LDIMS beside qmd 2.8.3 on the same folder", ""]
+    lines.append(
+        markdown_table(
+            ["scan", "system", "command s", "all completed s", "all vectors s", "its report"],
+            update_rows(updates),
+        )
+    )
+    lines += [
+        "",
+        f"- Folder: {updates.files} Markdown files in {FOLDERS} folders (Cranfield abstracts, each "
+        f"with a line of its own), {updates.changed} of them then edited (1 %). qmd first, LDIMS "
+        "second on each state of the folder.",
+        "- qmd: `collection add` and `update` read, hash and index every file in FTS5 before "
+        "they return (no models: it embeds nothing). LDIMS: *command* is `ldims collection add` "
+        "/ `ldims update` alone (scan; a file of the same size and time not read; the others "
+        "hashed, stored and recorded; extract messages queued); *all completed* until the "
+        "pipeline of `ldims serve` (extract, index: Whoosh and qmd's FTS5 rows) has every "
+        f"document completed and searchable; *all vectors* until the embed worker (`{args.model}`) "
+        "wrote the last vector.",
+        *updates.notes,
+        "",
+        "## The qmd tools over MCP HTTP, beside `echo` on the same server",
+        "",
+        markdown_table(
+            [
+                "tool",
+                "clients",
+                "calls",
+                "calls/s",
+                "of echo",
+                "p50 ms",
+                "p95 ms",
+                "p99 ms",
+                "errors",
+            ],
+            load_rows(phases),
+        ),
+        "",
+        f"- {updates.documents} documents of collection `{NAME}`, one tenant. One uvicorn "
+        "process (`create_app` + `echo`), the SDK clients in this process, phases in "
+        f"{args.rounds} turns of {args.seconds / args.rounds:.0f} s each after a warm-up of "
+        f"{args.warmup:.0f} s per tool.",
+        "- `search`: two words of a Cranfield title (qmd's BM25: every word, FTS5); `query`: the "
+        "same kind of queries (a quarter as many distinct ones, so most query vectors come from "
+        "the cache), keyword and dense lists fused; `get`: a file, a third of them with a "
+        "`:line:5` window, line-numbered; `multi_get`: a glob naming about ten files, "
+        "`maxLines` 20.",
+        "",
+        machine_line(),
+        "",
+        f"Command: `python bench/qmd.py {' '.join(sys.argv[1:])}`",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--model", default="use", help="embedding model of ldims serve")
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=20.0, help="per tool, over all turns")
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--calls", type=int, default=2000, help="distinct arguments per tool")
+    parser.add_argument("--seed", type=int, default=42)
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--data-dir", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.serve:
+        serve(args.data_dir, args.port, args.model)
+        return 0
+    logging.basicConfig(level=logging.WARNING)
+    work = Path(tempfile.mkdtemp(prefix="ldims-qmd-bench-"))
+    ldims = Ldims(work / "data", args.model)
+    (work / "data").mkdir()
+    try:
+        folder = work / "folder"
+        files = build_folder(folder, args.files, args.seed)
+        print(f"{len(files)} files in {folder}", flush=True)
+        qmd = QmdReference(work / "qmd")
+        qmd_add = qmd_timed(lambda: qmd.collection_add(folder, NAME))
+        print(f"qmd collection add: {qmd_add}", flush=True)
+        ldims.start()
+        ldims_add = ldims.timed("collection", "add", str(folder), "--name", NAME)
+        print(f"ldims collection add: {ldims_add}", flush=True)
+        changed = change(files, 0.01, args.seed)
+        qmd_update = qmd_timed(qmd.update)
+        print(f"qmd update: {qmd_update}", flush=True)
+        ldims_update = ldims.timed("update")
+        print(f"ldims update: {ldims_update}", flush=True)
+        ldims.stop()
+        updates = Updates(len(files), changed, qmd_add, qmd_update, ldims_add, ldims_update)
+        catalog = Catalog(ldims.settings.catalog_url)
+        with catalog.session() as session:
+            updates.documents = sum(repository.count_by_status(session, TENANT).values())
+        catalog.dispose()
+        server = start_bench_server(work / "data", args.model)
+        try:
+            phases = anyio.run(
+                run_load, server, make_calls(files, folder, args.calls, args.seed), args
+            )
+        finally:
+            stop_process(server.process)
+    finally:
+        ldims.stop()
+        shutil.rmtree(work, ignore_errors=True)
+    text = report(args, updates, phases)
+    publish(text, RESULTS)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
