@@ -152,6 +152,8 @@ def _rerank(
         return rest
     logits = np.asarray(reranker.scores(request.query, passages), dtype=np.float64)
     relevance = 1.0 / (1.0 + np.exp(-logits))
+    if request.rerank_blend == "position":
+        relevance = np.array([_blend(rank, float(r)) for rank, r in enumerate(relevance, 1)])
     order = sorted(range(len(top)), key=lambda i: (-relevance[i], top[i][0].document_id))
     floor = float(relevance.min())
     best_rest = rest[0][1] if rest else 0.0
@@ -159,6 +161,13 @@ def _rerank(
     scale = floor / best_rest * 0.999 if best_rest > 0 else 0.0
     reranked = [(top[i][0], float(relevance[i])) for i in order]
     return reranked + [(candidate, score * scale) for candidate, score in rest]
+
+
+def _blend(rank: int, relevance: float) -> float:
+    """qmd's position-aware blend: the fused list's rank weighs more near the top (0.75 for
+    ranks 1-3, 0.6 to 10, 0.4 beyond), the cross-encoder's relevance the rest."""
+    weight = 0.75 if rank <= 3 else 0.60 if rank <= 10 else 0.40
+    return weight / rank + (1 - weight) * relevance
 
 
 def _chunk_docnum(snapshot: Snapshot, hit: DenseHit, read: dict[int, dict[str, Any]]) -> int | None:

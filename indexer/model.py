@@ -99,6 +99,9 @@ class SearchRequest:
     rrf_k: int = 60
     # dense and hybrid: the best documents the reranker (if any) reorders; 0: none.
     rerank_top: int = 0
+    # How a reranked document's score is made: the cross-encoder's relevance alone, or qmd's
+    # position-aware blend of it with 1 / its rank in the fused list ("position").
+    rerank_blend: Literal["relevance", "position"] = "relevance"
 
 
 @dataclass(frozen=True)

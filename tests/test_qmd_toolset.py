@@ -10,6 +10,8 @@ import asyncio
 import contextlib
 import hashlib
 import json
+import os
+import select
 import shutil
 import subprocess
 import sys
@@ -478,3 +480,56 @@ def test_status_follows_update_edit_delete_rename_and_remove(added: Env) -> None
     assert structured(call(added.url, "status", {}))["totalDocuments"] == 0
     missing = added.cli("collection", "show", "kb", check=False)
     assert missing.returncode == 1 and "Collection not found: kb" in missing.stderr
+
+
+def test_update_watch_follows_the_folder(added: Env, tmp_path: Path) -> None:
+    folder = tmp_path / "watched"
+    folder.mkdir()
+    (folder / "first.md").write_text("# First\n\nthe first note about ocelots\n")
+    added.cli("collection", "add", str(folder), "--name", "watched")
+    ldims = shutil.which("ldims", path=str(Path(sys.executable).parent))
+    assert ldims
+    watcher = subprocess.Popen(
+        [ldims, "update", "--watch", "-c", "watched", "--tenant", TENANT],
+        env=settings_env(added.stack.settings),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        added.settled()
+        assert files(call(added.url, "search", {"query": "ocelots"})) == ["watched/first.md"]
+        wait_until(lambda: "Watching 1 folder" in _peek(watcher), 30)
+        (folder / "second.md").write_text("# Second\n\nanother note about ocelots\n")
+        (folder / "first.md").unlink()
+
+        def followed() -> bool:
+            return files(call(added.url, "search", {"query": "ocelots"})) == ["watched/second.md"]
+
+        wait_until(followed, 60, 0.5)
+        printed = _peek(watcher)
+    finally:
+        watcher.terminate()
+        watcher.wait(10)
+        if watcher.stdout is not None:
+            watcher.stdout.close()
+    # One update per change the watcher saw (the add and the delete may come as one or two).
+    reports = [line for line in printed.splitlines() if line.startswith("watched: Indexed:")]
+    assert reports and "1 removed" in reports[-1]
+    added.cli("collection", "remove", "watched")
+
+
+_OUTPUT: dict[int, str] = {}
+
+
+def _peek(process: subprocess.Popen[str]) -> str:
+    """What ``process`` printed so far (read without blocking)."""
+    assert process.stdout is not None
+    text = _OUTPUT.get(process.pid, "")
+    while select.select([process.stdout], [], [], 0)[0]:
+        chunk = os.read(process.stdout.fileno(), 65536).decode(errors="replace")
+        if not chunk:
+            break
+        text += chunk
+    _OUTPUT[process.pid] = text
+    return text

@@ -406,3 +406,28 @@ def test_a_cross_encoder_reorders_the_best_documents(tmp_path: Path) -> None:
     assert scores == sorted(scores, reverse=True) and scores[0] == 1.0
     # Only the best rerank_top are reordered: with 1, the fused order stands.
     assert search(index, embedder, query, rerank_top=1).hits[0].document_id == "p-code"
+
+
+def test_qmds_position_aware_blend_keeps_the_fused_top_ahead_of_a_weak_rerank(
+    tmp_path: Path,
+) -> None:
+    """qmd's blend (``rerank_blend="position"``): ranks 1-3 weigh the fused rank 0.75, so the
+    fused first stays first unless the cross-encoder's lead is large; lower ranks follow it."""
+    embedder = model("use")
+    index = build(tmp_path, embedder, CORPUS)
+    query = "compiler syntax error"
+    fused = [hit.document_id for hit in search(index, embedder, query, rerank_top=4).hits]
+    assert fused[0] == "p-code"
+    # A cross-encoder that prefers the rain document a little: relevance alone follows it …
+    (tmp_path / "mild").mkdir()
+    index.reranker = cross_encoder(tmp_path / "mild", {"rainfall": 1.0})
+    alone = search(index, embedder, query, rerank_top=4)
+    assert alone.hits[0].document_id == "p-rain"
+    # … the blend keeps the fused first (0.75 * 1/1 + 0.25 * 0.5 beats 0.75 / r + 0.25 * 0.73).
+    blended = search(index, embedder, query, rerank_top=4, rerank_blend="position")
+    assert blended.hits[0].document_id == "p-code"
+    assert blended.ranked_by[-1] == "rerank"
+    from indexer.hybrid import _blend
+
+    assert _blend(1, 0.0) == 0.75 and _blend(4, 1.0) == 0.6 / 4 + 0.4
+    assert _blend(11, 1.0) == 0.4 / 11 + 0.6

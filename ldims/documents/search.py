@@ -229,13 +229,20 @@ class DocumentSearch:
         limit: int,
         collection: str | None = None,
         match_all: bool = False,
+        fusion: Literal["scores", "rrf"] | None = None,
+        rerank_blend: Literal["relevance", "position"] = "relevance",
     ) -> tuple[indexer.SearchResults, list[str]]:
         """The index's own hits of one mode (raw and relative scores, the chunks' texts) and
         the notes a search makes, for a toolset that shapes results its own way (qmd): the
         same checks, tenant filter, bounds and time limit as :meth:`search`, blocking."""
         filters = RestSearchFilters(searchMode=mode, collection=collection)
         prepared = self.prepare(caller, query, limit, filters, 0)
-        prepared.request = replace(prepared.request, match_all=match_all)
+        prepared.request = replace(
+            prepared.request,
+            match_all=match_all,
+            fusion=fusion or prepared.request.fusion,
+            rerank_blend=rerank_blend,
+        )
         started = time.monotonic()
         if prepared.needs_vector:
             self._add_vector(prepared)

@@ -158,7 +158,11 @@ class Qmd:
             return self._bm25(caller, query, limit, min_score, collection)
         if mode == "dense":
             self._check_vectors(caller)
-        found, _notes = self.documents.search.ranked(caller, query, mode, limit, collection)
+        # qmd's query: Reciprocal Rank Fusion, and its position-aware blend when reranked.
+        fusion = "rrf" if mode == "hybrid" else None
+        found, _notes = self.documents.search.ranked(
+            caller, query, mode, limit, collection, fusion=fusion, rerank_blend="position"
+        )
         if not found.hits:
             return []
         files = self._files_by_id(caller, [hit.document_id for hit in found.hits])

@@ -156,7 +156,7 @@ def register(server: LdimsMCP) -> None:
     @server.tool(
         name="query",
         description="Highest quality search: BM25 and vectors fused with Reciprocal Rank "
-        "Fusion, reranked when a reranker is configured.",
+        "Fusion, reranked (position-aware blend) when a reranker is configured.",
         annotations=READ_ONLY,
     )
     async def query(
