@@ -137,7 +137,6 @@ class Lexicon:
 
     def __init__(self, folder: Path) -> None:
         self.path = folder / FILE
-        self._tables: set[str] = set()
         self._lock = threading.Lock()
 
     # --- writing (the index worker) ------------------------------------------------------------
@@ -147,7 +146,7 @@ class Lexicon:
         with self._lock:
             connection = self._connect(readonly=False)
             try:
-                writer = LexiconWriter(self, connection)
+                writer = LexiconWriter(connection)
                 yield writer
                 connection.commit()
             except BaseException:
@@ -156,14 +155,6 @@ class Lexicon:
             finally:
                 connection.close()
 
-    def _ensure(self, connection: sqlite3.Connection, table: str) -> None:
-        if table in self._tables:
-            return
-        connection.execute(
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING "
-            "fts5(filepath, title, body, tokenize='porter unicode61')"
-        )
-        self._tables.add(table)
 
     # --- reading -------------------------------------------------------------------------------
     def search(
@@ -231,9 +222,18 @@ class Lexicon:
 
 
 class LexiconWriter:
-    def __init__(self, lexicon: Lexicon, connection: sqlite3.Connection) -> None:
-        self._lexicon = lexicon
+    def __init__(self, connection: sqlite3.Connection) -> None:
         self._connection = connection
+        # Known per transaction only: a rebuild (ldims reindex) swaps the whole file.
+        self._tables: set[str] = set()
+
+    def _ensure(self, table: str) -> None:
+        if table not in self._tables:
+            self._connection.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {table} USING "
+                "fts5(filepath, title, body, tokenize='porter unicode61')"
+            )
+            self._tables.add(table)
 
     def replace(
         self, document_id: str, tenant: str, collection: str, path: str, title: str, body: str
@@ -242,7 +242,7 @@ class LexiconWriter:
         qmd file written later does)."""
         self.delete(document_id)
         table = _table(tenant)
-        self._lexicon._ensure(self._connection, table)
+        self._ensure(table)
         cursor = self._connection.execute(
             "INSERT INTO rows (document_id, tenant, collection, body) VALUES (?, ?, ?, ?)",
             (document_id, tenant, collection, body),
@@ -265,6 +265,6 @@ class LexiconWriter:
             return
         rowid, tenant = row
         table = _table(tenant)
-        self._lexicon._ensure(self._connection, table)
+        self._ensure(table)
         self._connection.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
         self._connection.execute("DELETE FROM rows WHERE rowid = ?", (rowid,))
