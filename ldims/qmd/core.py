@@ -454,10 +454,11 @@ class Qmd:
     def _glob(self, caller: Caller, pattern: str) -> list[QmdFile]:
         """Documents whose ``qmd://collection/path``, ``path`` or ``collection/path`` the
         glob matches (qmd's three forms)."""
+        matcher = glob.compile(pattern, flags=_GLOB_FLAGS)  # once, not per path
         matched = []
         for file in self._query(caller, limit=GLOB_SCAN):
-            forms = [f"qmd://{file.display_path}", file.path, file.display_path]
-            if any(glob.globmatch(form, pattern, flags=_GLOB_FLAGS) for form in forms):
+            forms = (f"qmd://{file.display_path}", file.path, file.display_path)
+            if any(matcher.match(form) for form in forms):
                 matched.append(file)
         return matched
 
@@ -485,14 +486,26 @@ class Qmd:
         return [paths[index] for _, _, index in found]
 
     def _query(self, caller: Caller, *where: object, limit: int = 1000) -> list[QmdFile]:
+        # Columns, not ORM objects: a glob reads every row of the tenant.
         with self.catalog.session() as session:
-            rows = session.scalars(
-                select(Document)
+            rows = session.execute(
+                select(*_COLUMNS)
                 .where(Document.tenant == caller.tenant, *where)  # type: ignore[arg-type]
                 .order_by(Document.collection, Document.source_path, Document.name, Document.id)
                 .limit(limit)
             )
-            return [_file(row) for row in rows]
+            return [
+                QmdFile(
+                    row.id,
+                    row.collection,
+                    row.source_path or row.name,
+                    row.sha256,
+                    row.status,
+                    row.title,
+                    row.format,
+                )
+                for row in rows
+            ]
 
     def _files_by_id(self, caller: Caller, ids: list[str]) -> dict[str, QmdFile]:
         found = self._query(caller, Document.id.in_(ids))
@@ -555,13 +568,13 @@ def _named(path: str) -> tuple[object, ...]:
     )
 
 
-def _file(row: Document) -> QmdFile:
-    return QmdFile(
-        document_id=row.id,
-        collection=row.collection,
-        path=row.source_path or row.name,
-        sha256=row.sha256,
-        status=row.status,
-        title=row.title,
-        format=row.format,
-    )
+_COLUMNS = (
+    Document.id,
+    Document.collection,
+    Document.source_path,
+    Document.name,
+    Document.sha256,
+    Document.status,
+    Document.title,
+    Document.format,
+)
