@@ -493,7 +493,7 @@ def test_the_seed_prompts_are_listed_and_render(tmp_path: Path, shared_redis: Re
         "installation",
         "dba_template",
     }
-    assert listed == seed | {"house_rules"}
+    assert listed == seed | {"house_rules", "query"}  # "query": the qmd toolset's guide
     assert "Always ORDER BY id." in rendered.messages[0].content.text
 
 
