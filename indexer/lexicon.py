@@ -155,7 +155,6 @@ class Lexicon:
             finally:
                 connection.close()
 
-
     # --- reading -------------------------------------------------------------------------------
     def search(
         self,
