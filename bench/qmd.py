@@ -40,7 +40,7 @@ from typing import Any
 
 import anyio
 from mcp_load import stop_process, stop_server, wait_ready
-from mcp_search import Phase, Rotation, Work, connect, run_phase
+from mcp_search import Phase, Rotation, Work, connect, run_phase, serve
 from report import machine_line, markdown_table, ms, percentile, publish
 from servers import Server, free_port, launch, server_env
 
@@ -170,22 +170,6 @@ def qmd_timed(call: Any) -> tuple[float, str]:
 
 
 # --- the MCP load ------------------------------------------------------------------------------
-def serve(data_dir: Path, port: int, model: str) -> None:
-    """``--serve``: ``create_app`` + an ``echo`` tool under uvicorn (the child process)."""
-    import uvicorn
-
-    from runtime import create_app
-
-    logging.basicConfig(level=logging.WARNING)
-    app = create_app(Settings(data_dir=data_dir, log_level="WARNING", embedding_model=model))
-
-    @app.state.mcp.tool(name="echo", description="Return the text unchanged (benchmark floor).")
-    async def echo(text: str) -> str:
-        return text
-
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
-
-
 def start_bench_server(data_dir: Path, model: str) -> Server:
     port = free_port()
     command = [sys.executable, str(Path(__file__).resolve()), "--serve", "--data-dir"]

@@ -8,7 +8,7 @@ through ``search`` (bounded by :class:`SearchLimits`) and the small read helpers
 from indexer.analysis import warm_up
 from indexer.budget import SearchLimits
 from indexer.deadline import SearchOverdue
-from indexer.lexicon import LexicalHit, fts_query
+from indexer.lexicon import LexicalHit, fts_query, qmd_title
 from indexer.model import (
     Chunk,
     IndexBusy,
@@ -39,6 +39,7 @@ __all__ = [
     "LexicalHit",
     "SearchHit",
     "fts_query",
+    "qmd_title",
     "SearchLimits",
     "SearchMode",
     "SearchRequest",

@@ -55,6 +55,16 @@ class LexicalHit:
         return abs(self.bm25) / (1 + abs(self.bm25))
 
 
+def qmd_title(title: str | None, path: str) -> str:
+    """qmd's title of a file: its own (a Markdown heading, …), else its file name without the
+    extension."""
+    if title:
+        return title
+    name = path.rsplit("/", 1)[-1]
+    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
+    return stem or name
+
+
 def spaced_cjk(text: str) -> str:
     """Each run of Han, kana or Hangul characters spaced out (qmd's ``normalizeCjkForFTS``)."""
     return _CJK_RUN.sub(lambda run: " " + " ".join(run.group(0)) + " ", text)

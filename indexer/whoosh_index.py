@@ -41,7 +41,7 @@ from indexer.analysis import index_terms
 from indexer.budget import SearchLimits
 from indexer.deadline import check, deadline_in
 from indexer.hybrid import run_hybrid
-from indexer.lexicon import LexicalHit, Lexicon
+from indexer.lexicon import LexicalHit, Lexicon, qmd_title
 from indexer.mapped import MappedStorage
 from indexer.merging import MergePolicy, TieredMerge
 from indexer.model import (
@@ -371,7 +371,7 @@ class DocumentIndex:
                             document.tenant,
                             document.collection,
                             document.name,
-                            qmd_title(document),
+                            qmd_title(document.title, document.name),
                             full_text(document),
                         )
 
@@ -553,12 +553,3 @@ def full_text(document: IndexedDocument) -> str:
     for chunk in document.chunks:
         lines[chunk.line_start - 1 : chunk.line_end] = chunk.text.split("\n")
     return "\n".join(lines)
-
-
-def qmd_title(document: IndexedDocument) -> str:
-    """qmd's title: the document's, else its file name without the extension."""
-    if document.title:
-        return document.title
-    name = document.name.rsplit("/", 1)[-1]
-    stem = name.rsplit(".", 1)[0] if "." in name[1:] else name
-    return stem or name

@@ -19,6 +19,7 @@ from rapidfuzz.distance import Levenshtein
 from sqlalchemy import func, or_, select
 from wcmatch import glob
 
+from indexer import qmd_title
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus
 from ldims.documents import Documents
@@ -36,7 +37,6 @@ from ldims.qmd.text import (
     parse_file_argument,
     qmd_uri,
     snippet,
-    title_of,
     with_context,
 )
 from ldims.settings import Settings
@@ -180,7 +180,7 @@ class Qmd:
                 SearchResult(
                     docid=file.docid,
                     file=file.display_path,
-                    title=title_of(None, file.path) if not file.title else file.title,
+                    title=qmd_title(file.title, file.path),
                     score=score,
                     context=self.library.context_of(contexts, file.collection, file.path),
                     snippet=excerpt,
@@ -210,7 +210,7 @@ class Qmd:
                 SearchResult(
                     docid=file.docid,
                     file=file.display_path,
-                    title=file.title or title_of(None, file.path),
+                    title=qmd_title(file.title, file.path),
                     score=score,
                     context=self.library.context_of(contexts, file.collection, file.path),
                     snippet=excerpt,
@@ -307,6 +307,7 @@ class Qmd:
         if not files and not errors:
             raise NoFilesMatched(f"No files matched pattern: {pattern}", pattern=pattern)
         entries = []
+        contexts = self.library.contexts(caller)  # once, not per file
         for file in files[:MAX_LIMIT]:
             try:
                 text = self._body(caller, file)
@@ -332,7 +333,8 @@ class Qmd:
                     text += f"\n\n[... truncated {len(lines) - max_lines} more lines]"
             if line_numbers:
                 text = add_line_numbers(text)
-            entries.append(MultiGetEntry(file.display_path, self._resource(caller, file, text)))
+            resource = self._resource(caller, file, text, contexts)
+            entries.append(MultiGetEntry(file.display_path, resource))
         if len(files) > MAX_LIMIT:
             errors.append(f"{len(files) - MAX_LIMIT} more files matched; narrow the pattern.")
         return MultiGet(errors, entries)
@@ -525,10 +527,17 @@ class Qmd:
             parts.append(page)
         return "\n".join(parts)
 
-    def _resource(self, caller: Caller, file: QmdFile, text: str) -> Resource:
-        contexts = self.library.contexts(caller)
+    def _resource(
+        self,
+        caller: Caller,
+        file: QmdFile,
+        text: str,
+        contexts: list[ContextInfo] | None = None,
+    ) -> Resource:
+        if contexts is None:
+            contexts = self.library.contexts(caller)
         context = self.library.context_of(contexts, file.collection, file.path)
-        title = file.title or title_of(None, file.path)
+        title = qmd_title(file.title, file.path)
         return Resource(
             uri=qmd_uri(file.display_path),
             name=file.display_path,

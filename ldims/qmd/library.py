@@ -155,35 +155,14 @@ class Library:
                 raise self._unknown(session, caller, old)
             if new in self._names(session, caller):
                 raise CollectionExists(f"Collection '{new}' exists already.", collection=new)
-            folder = session.get(FolderCollection, (caller.tenant, old))
-            if folder is not None:
-                session.add(
-                    FolderCollection(
-                        tenant=caller.tenant,
-                        name=new,
-                        path=folder.path,
-                        pattern=folder.pattern,
-                        created_at=folder.created_at,
-                        updated_at=folder.updated_at,
-                    )
-                )
-                session.delete(folder)
-            session.query(Document).filter_by(tenant=caller.tenant, collection=old).update(
-                {Document.collection: new}, synchronize_session=False
+            # Key columns updated in place: the rows keep everything else as they are.
+            session.query(FolderCollection).filter_by(tenant=caller.tenant, name=old).update(
+                {FolderCollection.name: new}, synchronize_session=False
             )
-            for context in session.scalars(
-                select(PathContext).filter_by(tenant=caller.tenant, collection=old)
-            ):
-                session.add(
-                    PathContext(
-                        tenant=caller.tenant,
-                        collection=new,
-                        prefix=context.prefix,
-                        text=context.text,
-                        created_at=context.created_at,
-                    )
+            for model in (PathContext, Document):
+                session.query(model).filter_by(tenant=caller.tenant, collection=old).update(
+                    {model.collection: new}, synchronize_session=False
                 )
-                session.delete(context)
             renamed = list(
                 session.scalars(select(Document.id).filter_by(tenant=caller.tenant, collection=new))
             )

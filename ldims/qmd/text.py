@@ -1,5 +1,5 @@
 """qmd's ways with text and names: docids, ``qmd://`` URIs, ``file:line`` arguments, line
-numbers, snippets and titles — each as qmd 2.8.3 does it (``dist/store.js``,
+numbers and snippets — each as qmd 2.8.3 does it (``dist/store.js``,
 ``dist/mcp/server.js``), so that the same folder gives the same answers.
 """
 
@@ -13,10 +13,6 @@ SNIPPET_CHARS = 300  # the seed's (and qmd's MCP tools')
 _RANGE = re.compile(r":(\d+):(\d+)$")
 _LINE = re.compile(r":(\d+)$")
 _DOCID = re.compile(r"^#?([0-9a-fA-F]{6,64})$")
-_MD_TITLE = re.compile(r"^##?\s+(.+)$", re.MULTILINE)
-_MD_SECOND = re.compile(r"^##\s+(.+)$", re.MULTILINE)
-_ORG_TITLE = re.compile(r"^#\+TITLE:\s*(.+)$", re.MULTILINE | re.IGNORECASE)
-_ORG_HEADING = re.compile(r"^\*+\s+(.+)$", re.MULTILINE)
 # JavaScript's encodeURIComponent leaves these unescaped.
 _URI_SAFE = "-_.!~*'()"
 
@@ -120,26 +116,3 @@ def snippet(text: str, first_line: int, query: str, limit: int = SNIPPET_CHARS) 
     if len(excerpt) > limit:
         excerpt = excerpt[: limit - 3] + "..."
     return first_line + best, add_line_numbers(excerpt, first_line + start)
-
-
-def title_of(text: str | None, path: str) -> str:
-    """qmd's title: a Markdown file's first ``#`` or ``##`` heading (the one after a heading
-    named Notes), an Org file's ``#+TITLE`` or first heading, else the file name without its
-    extension."""
-    extension = path[path.rfind(".") :].lower() if "." in path else ""
-    found = None
-    if text is not None and extension == ".md":
-        match = _MD_TITLE.search(text)
-        if match:
-            found = match.group(1).strip()
-            if found in ("📝 Notes", "Notes"):
-                second = _MD_SECOND.search(text)
-                found = second.group(1).strip() if second else found
-    elif text is not None and extension == ".org":
-        match = _ORG_TITLE.search(text) or _ORG_HEADING.search(text)
-        found = match.group(1).strip() if match else None
-    if found:
-        return found
-    name = path.rsplit("/", 1)[-1]
-    stem = re.sub(r"\.[^.]+$", "", name)
-    return stem or name
