@@ -24,9 +24,11 @@ from indexer import (
 )
 from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
+from ldims.settings import Settings
 from workers.embed import embed_documents
 
 MAX_TOKENS = 4096
+_DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
 
 
 @dataclass
@@ -101,8 +103,8 @@ def search(
     limit: int,
     fusion: str = "scores",
 ) -> SearchResults:
-    """One search as the server runs it (100 candidates a list, weights 1:1), the query's
-    vector made now."""
+    """One search as the server runs it (100 candidates a list, weights 1:1, vector feedback
+    from the settings' defaults), the query's vector made now."""
     request = SearchRequest(
         tenant=tenant,
         query=text,
@@ -111,6 +113,8 @@ def search(
         vector=embedder.query(text),
         fingerprint=embedder.fingerprint,
         fusion=fusion,  # type: ignore[arg-type]
+        feedback_documents=_DEFAULTS["hybrid_feedback_documents"],
+        feedback_weight=_DEFAULTS["hybrid_feedback_weight"],
     )
     return index.search(request)
 

@@ -237,6 +237,34 @@ class VectorStore:
         hits = [DenseHit(*hit) for hit in rank(scored, limit)]
         return hits, sum(found.in_scope for found in scored)
 
+    def vectors_of(self, hits: Sequence[DenseHit], fingerprint: str) -> np.ndarray:
+        """The stored vectors of the chunks ``hits`` name (live rows of the same version;
+        one row per hit found, in order); empty when the store holds another model's."""
+        snapshot = self._current()
+        found: list[np.ndarray] = []
+        if snapshot.fingerprint != fingerprint or snapshot.dim is None:
+            return np.zeros((0, snapshot.dim or 0), dtype=np.float32)
+        for hit in hits:
+            for part in snapshot.parts:
+                code = part.segment.code("documents", hit.document_id)
+                if code is None:
+                    continue
+                rows = part.segment.rows
+                match = (
+                    (rows["doc"] == code)
+                    & (rows["chunk"] == hit.chunk)
+                    & (rows["version"] == hit.version)
+                )
+                if part.deleted is not None:
+                    match &= ~part.deleted
+                where = np.flatnonzero(match)
+                if where.size:
+                    found.append(np.asarray(part.segment.vectors[where[0]], dtype=np.float32))
+                    break
+        if not found:
+            return np.zeros((0, snapshot.dim), dtype=np.float32)
+        return np.stack(found)
+
     def document_count(self, fingerprint: str | None = None) -> int:
         """Live documents (0 when ``fingerprint`` is given and not the store's)."""
         snapshot = self._current()

@@ -12,7 +12,15 @@ import functools
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1024 * 1024
@@ -22,6 +30,15 @@ _PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
 def _seed_alias(name: str) -> AliasChoices:
     """Accept a seed setting under its bare name and under the LDIMS_ prefix."""
     return AliasChoices(f"LDIMS_{name}", name)
+
+
+class ApiKeySpec(BaseModel):
+    """A key of the ``LDIMS_API_KEYS`` map given as an object."""
+
+    model_config = ConfigDict(extra="forbid")
+    tenant: str = Field(pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+    scopes: list[str] | None = None
+    user: str | None = Field(default=None, max_length=128)
 
 
 class Settings(BaseSettings):
@@ -344,6 +361,16 @@ class Settings(BaseSettings):
     hybrid_rrf_k: int = Field(
         default=60, ge=1, description="Rank constant k of Reciprocal Rank Fusion (1 / (k + rank))."
     )
+    hybrid_feedback_documents: int = Field(
+        default=3,
+        ge=0,
+        le=20,
+        description="Hybrid search's vector feedback: the query's vector is moved towards "
+        "those of this many best fused documents and the dense list searched again (0: off).",
+    )
+    hybrid_feedback_weight: float = Field(
+        default=1.0, ge=0, le=5, description="Weight of those documents' mean vector."
+    )
 
     # --- API -----------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the API.")
@@ -356,10 +383,12 @@ class Settings(BaseSettings):
     default_collection: str = Field(
         default="default", description="Collection of documents uploaded without one."
     )
-    api_keys: dict[str, str] = Field(
+    api_keys: dict[str, str | ApiKeySpec] = Field(
         default_factory=dict,
-        description="JSON map of sha256(api key) hex -> tenant. When set, every /api request "
-        'needs "Authorization: Bearer <key>" and its tenant comes from the key.',
+        description="JSON map of sha256(api key) hex -> tenant, or -> "
+        '{"tenant", "scopes", "user"} (a bare tenant: every scope but internal and sql). Keys '
+        "made by `ldims keys create` live in the catalog. With any key, every route and /mcp "
+        'need "Authorization: Bearer <key>", and the key decides the tenant.',
     )
 
     # --- MCP -----------------------------------------------------------------------------
@@ -510,6 +539,64 @@ class Settings(BaseSettings):
         ge=1,
         validation_alias=_seed_alias("SEARCH_MAX_RESULTS_HARD_LIMIT"),
         description="Upper bound of maxResults in searchDocuments.",
+    )
+
+    # --- proxy toolset (proxy seed §8, §10) ---------------------------------------------------
+    doc_chunk_limit_tokens: int = Field(
+        default=1500,
+        ge=16,
+        validation_alias=_seed_alias("DOC_CHUNK_LIMIT_TOKENS"),
+        description="Most tokens (o200k_base) one proxy tool call returns; longer text is cut "
+        "at a sentence end.",
+    )
+    mcp_rate_limit_calls: int = Field(
+        default=10,
+        ge=1,
+        validation_alias=_seed_alias("MCP_RATE_LIMIT_CALLS"),
+        description="Proxy tool calls on one document in one generation (trace id).",
+    )
+    mcp_rate_limit_token_output: int = Field(
+        default=6000,
+        ge=1,
+        validation_alias=_seed_alias("MCP_RATE_LIMIT_TOKEN_OUTPUT"),
+        description="Tokens of text the proxy tools return in one generation.",
+    )
+    mcp_proxy_max_output_bytes: int = Field(
+        default=20 * 1024,
+        ge=256,
+        validation_alias=_seed_alias("MCP_PROXY_MAX_OUTPUT_BYTES"),
+        description="Bytes (UTF-8) of text the proxy tools return in one generation.",
+    )
+    mcp_proxy_max_pages: int = Field(
+        default=5,
+        ge=1,
+        validation_alias=_seed_alias("MCP_PROXY_MAX_PAGES"),
+        description="Most pages one read_doc_pages call may ask for (more: RATE_LIMIT_EXCEEDED).",
+    )
+    mcp_proxy_calls_per_minute: int = Field(
+        default=120,
+        ge=1,
+        validation_alias=_seed_alias("MCP_PROXY_CALLS_PER_MINUTE"),
+        description="Proxy tool calls a minute per API key (per tenant without keys).",
+    )
+    mcp_proxy_generations_per_hour: int = Field(
+        default=120,
+        ge=1,
+        validation_alias=_seed_alias("MCP_PROXY_GENERATIONS_PER_HOUR"),
+        description="Distinct generations (trace ids) an hour per API key and user.",
+    )
+    mcp_proxy_doc_bytes_per_hour: int = Field(
+        default=100 * 1024,
+        ge=256,
+        validation_alias=_seed_alias("MCP_PROXY_DOC_BYTES_PER_HOUR"),
+        description="Bytes of one document the proxy tools return an hour per API key and "
+        "user, across generations (new trace ids do not reset it).",
+    )
+    mcp_proxy_mask: list[str] | None = Field(
+        default=None,
+        validation_alias=_seed_alias("MCP_PROXY_MASK"),
+        description="Kinds of PII/secrets the proxy tools mask (JSON list, e.g. "
+        '["email", "phone"]). Unset: every kind; []: none.',
     )
 
     @field_validator("log_level", mode="before")

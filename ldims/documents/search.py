@@ -297,6 +297,8 @@ class DocumentSearch:
             keyword_weight=settings.hybrid_keyword_weight,
             dense_weight=settings.hybrid_dense_weight,
             rrf_k=settings.hybrid_rrf_k,
+            feedback_documents=settings.hybrid_feedback_documents,
+            feedback_weight=settings.hybrid_feedback_weight,
             rerank_top=settings.rerank_top if settings.reranker_model else 0,
             offset=offset,
             collection=filters.collection,
