@@ -10,7 +10,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.mcp import build_mcp_server, mcp_http_routes
 from api.request_ids import RequestIds
-from api.routes import documents, health, search, webhooks
+from api.routes import documents, health, proxy, search, webhooks
 from ldims import __version__
 from ldims.services import Services
 
@@ -36,6 +36,7 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
     app.include_router(webhooks.router)
     app.include_router(search.router)
     app.include_router(health.router)
+    app.include_router(proxy.router)
     # The MCP app is one route (/mcp) without middleware: taking the route rather than
     # mounting the app at "/" keeps FastAPI's own 404 (in the seed's shape) for other paths.
     # It goes first: matching a request against every API route before it cost each MCP call

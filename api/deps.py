@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
 
 from ldims.caller import Caller, resolve_caller
 from ldims.documents import Documents
+from ldims.errors import Forbidden
 from ldims.services import Services
 
 
@@ -17,7 +19,7 @@ def get_services(request: Request) -> Services:
 
 def get_caller(request: Request, services: Annotated[Services, Depends(get_services)]) -> Caller:
     """The caller, resolved once per request (FastAPI caches a dependency per request)."""
-    return resolve_caller(request.headers, services.settings)
+    return resolve_caller(request.headers, services.settings, services.keys)
 
 
 def get_documents(services: Annotated[Services, Depends(get_services)]) -> Documents:
@@ -27,3 +29,17 @@ def get_documents(services: Annotated[Services, Depends(get_services)]) -> Docum
 ServicesDep = Annotated[Services, Depends(get_services)]
 CallerDep = Annotated[Caller, Depends(get_caller)]
 DocumentsDep = Annotated[Documents, Depends(get_documents)]
+
+
+def _scoped(scope: str) -> Callable[..., Caller]:
+    def caller_with_scope(caller: CallerDep) -> Caller:
+        """The caller, when its key has ``scope``; else 403 ``FORBIDDEN``."""
+        if scope not in caller.scopes:
+            raise Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
+        return caller
+
+    return caller_with_scope
+
+
+ReaderDep = Annotated[Caller, Depends(_scoped("read"))]  # search, list, read
+IngestDep = Annotated[Caller, Depends(_scoped("ingest"))]  # upload, delete

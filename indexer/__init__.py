@@ -5,7 +5,7 @@ version. Writers go through ``replace_document`` / ``delete_documents`` / ``batc
 through ``search`` (bounded by :class:`SearchLimits`) and the small read helpers.
 """
 
-from indexer.analysis import warm_up
+from indexer.analysis import index_terms, warm_up
 from indexer.budget import SearchLimits
 from indexer.deadline import SearchOverdue
 from indexer.lexicon import LexicalHit, fts_query, qmd_title
@@ -24,6 +24,7 @@ from indexer.model import (
 )
 from indexer.schema import SCHEMA_VERSION
 from indexer.search import MAX_QUERY_CHARS
+from indexer.snippets import snippet
 from indexer.whoosh_index import Batch, DocumentIndex, replace_folder
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "LexicalHit",
     "SearchHit",
     "fts_query",
+    "index_terms",
     "qmd_title",
     "SearchLimits",
     "SearchMode",
@@ -48,5 +50,6 @@ __all__ = [
     "SearcherBusy",
     "day_number",
     "replace_folder",
+    "snippet",
     "warm_up",
 ]

@@ -5,26 +5,30 @@ dependency, the MCP server from the HTTP headers, or the tenant a stdio session 
 for — and handed to the cores. Nothing below an adapter compares tenant strings of its own
 or reads headers: limits, audit and (later) scope checks hook on the caller.
 
-With API keys configured (``LDIMS_API_KEYS``: sha256 of a key → tenant), the key decides the
-tenant and the caller carries the key's id (the first 12 hex digits of its hash, never the
-key); without keys, the ``X-LDIMS-Tenant`` header or the default tenant does.
+With API keys configured (``ldims keys``, or the ``LDIMS_API_KEYS`` map; see
+:mod:`ldims.keys`), the key decides the tenant, user and scopes, and the caller carries the
+key's id (never the key); without keys, the ``X-LDIMS-Tenant`` header or the default tenant
+does, with every scope.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Protocol
 
-from ldims.errors import InvalidInput, Unauthorized
+from ldims.errors import Forbidden, InvalidInput, Unauthorized
 from ldims.settings import Settings
 
 TENANT_HEADER = "X-LDIMS-Tenant"
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-# Until keys carry scopes of their own, a caller may do everything its tenant may.
-ALL_SCOPES = frozenset({"documents:read", "documents:write", "sql", "guide"})
+# What a key may do: read (search, read, the proxy toolset), ingest (upload, delete),
+# admin (collections, reindex), internal (name a user and tenant in the proxy envelope),
+# sql and guide (those toolsets).
+SCOPES = ("read", "ingest", "admin", "internal", "sql", "guide")
+# A caller without a key of its own (no keys configured, stdio) may do what its tenant may.
+ALL_SCOPES = frozenset(SCOPES)
 
 
 @dataclass(frozen=True)
@@ -35,32 +39,54 @@ class Caller:
     key_id: str | None = None
     scopes: frozenset[str] = field(default=ALL_SCOPES)
     transport: str = "http"  # http | stdio | webhook | internal: for audit lines
+    user: str | None = None  # the end user a trusted service acts for (proxy envelope)
 
     def __post_init__(self) -> None:
         if not TENANT_PATTERN.match(self.tenant):
             raise InvalidInput("Bad tenant name.", field=TENANT_HEADER)
 
 
-def resolve_caller(headers: Mapping[str, str], settings: Settings) -> Caller:
+class KeyLookup(Protocol):
+    """What resolving a caller needs of the keys (``ldims.keys.KeyRing``)."""
+
+    def required(self) -> bool: ...
+
+    def caller(self, token: str) -> Caller | None: ...
+
+
+def resolve_caller(headers: Mapping[str, str], settings: Settings, keys: KeyLookup) -> Caller:
     """The caller of an HTTP request: from its API key when keys are configured, else from
     the tenant header (or the default tenant).
 
     ``headers`` must look names up case-insensitively (Starlette's ``Headers`` does), or hold
-    them in lower case. A missing or unknown key is :class:`~ldims.errors.Unauthorized`.
+    them in lower case. A missing, unknown, revoked or expired key is
+    :class:`~ldims.errors.Unauthorized`; with keys on, a tenant header is ignored (the key
+    decides).
     """
-    keys = settings.api_keys
-    if keys:
+    if keys.required():
         scheme, _, token = headers.get("authorization", "").partition(" ")
         if scheme.lower() != "bearer" or not token:
             raise Unauthorized("Send 'Authorization: Bearer <API key>'.")
-        digest = hashlib.sha256(token.encode()).hexdigest()
-        for known, tenant in keys.items():
-            if hmac.compare_digest(known, digest):
-                return Caller(tenant=tenant, key_id=digest[:12])
-        raise Unauthorized("Unknown API key.")
+        caller = keys.caller(token.strip())
+        if caller is None:
+            raise Unauthorized("Unknown, revoked or expired API key.")
+        return caller
     return Caller(tenant=headers.get(TENANT_HEADER.lower(), settings.default_tenant))
 
 
 def stdio_caller(tenant: str) -> Caller:
     """The caller of a stdio session: the tenant it was started for (trusted: same user)."""
     return Caller(tenant=tenant, transport="stdio")
+
+
+def acting_for(caller: Caller, tenant: str, user: str | None) -> Caller:
+    """``caller`` acting for ``user`` of ``tenant`` (the proxy envelope's ``user``): allowed
+    to a key with the ``internal`` scope; any other caller may only name itself."""
+    if tenant == caller.tenant and (user is None or user == caller.user):
+        return caller if user is None else replace(caller, user=user)
+    if "internal" not in caller.scopes:
+        raise Forbidden(
+            "Only a key with the 'internal' scope may act for another user or tenant.",
+            scope="internal",
+        )
+    return replace(caller, tenant=tenant, user=user, transport="internal")

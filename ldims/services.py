@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import indexer
 from ldims.catalog import Catalog
 from ldims.documents import Documents
+from ldims.keys import KeyRing
+from ldims.proxy import Proxy
 from ldims.qmd import Qmd
 from ldims.settings import Settings
 from workers import Dispatcher
@@ -23,6 +25,8 @@ class Services:
     dispatcher: Dispatcher
     documents: Documents
     qmd: Qmd
+    proxy: Proxy
+    keys: KeyRing
 
     @property
     def index(self) -> indexer.DocumentIndex:
@@ -37,4 +41,5 @@ class Services:
     def close(self) -> None:
         """Release connections (the index's files close with the process)."""
         self.dispatcher.close()
+        self.proxy.audit.flush()
         self.catalog.dispose()

@@ -394,7 +394,8 @@ class Settings(BaseSettings):
     # --- MCP -----------------------------------------------------------------------------
     toolsets: list[str] | None = Field(
         default=None,
-        description='MCP toolsets to serve (JSON list): "documents", "qmd", "sql", "guide". Unset: '
+        description='MCP toolsets to serve (JSON list): "documents", "qmd", "sql", "guide", '
+        '"proxy". Unset: '
         'every registered toolset whose requirements are set ("sql" needs LDIMS_SQL_URL). '
         "Checked against the toolset registry at start-up.",
     )

@@ -7,6 +7,8 @@ from fastapi import FastAPI
 from api import build_app
 from ldims.catalog import Catalog
 from ldims.documents import Documents
+from ldims.keys import KeyRing
+from ldims.proxy import build_proxy
 from ldims.qmd import Qmd
 from ldims.services import Services
 from ldims.settings import Settings, get_settings
@@ -24,6 +26,8 @@ def build_services(settings: Settings) -> Services:
         dispatcher=dispatcher,
         documents=documents,
         qmd=Qmd(settings, catalog, documents),
+        proxy=build_proxy(settings, catalog),
+        keys=KeyRing(settings, catalog),
     )
 
 

@@ -52,9 +52,10 @@ def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> No
     tables = set(inspect(catalog.engine).get_table_names())
     assert {"documents", "webhook_events", "alembic_version"} <= tables
     assert {"folder_collections", "path_contexts"} <= tables
+    assert {"api_keys", "audit_records"} <= tables
     with catalog.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0003"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
         )
     columns = {column["name"] for column in inspect(catalog.engine).get_columns("documents")}
     assert {"chunk_count", "vectors_sha256", "vectors_model"} <= columns

@@ -81,7 +81,13 @@ def test_bad_toolsets_are_refused_at_start_up(toolsets: list[str]) -> None:
 def test_the_sql_toolset_is_on_by_default_only_with_a_database() -> None:
     from api.mcp import enabled_toolsets
 
-    assert [t.name for t in enabled_toolsets(Settings())] == ["documents", "qmd", "guide"]
+    assert [t.name for t in enabled_toolsets(Settings())] == ["documents", "qmd", "guide", "proxy"]
     with_url = Settings(sql_url="postgresql://reader@db/shop")
-    assert [t.name for t in enabled_toolsets(with_url)] == ["documents", "qmd", "sql", "guide"]
+    assert [t.name for t in enabled_toolsets(with_url)] == [
+        "documents",
+        "qmd",
+        "sql",
+        "guide",
+        "proxy",
+    ]
     assert "reader@db" not in repr(with_url)  # the URL may hold a password: a secret

@@ -117,7 +117,13 @@ def test_a_toolset_added_through_the_registry_alone_is_served(services: Services
 def test_instructions_come_from_the_toolsets_that_are_on(services: Services) -> None:
     only_echo = services.settings.model_copy(update={"toolsets": ["echo"]})
     echo_services = Services(
-        only_echo, services.catalog, services.dispatcher, services.documents, services.qmd
+        only_echo,
+        services.catalog,
+        services.dispatcher,
+        services.documents,
+        services.qmd,
+        services.proxy,
+        services.keys,
     )
     server = build_mcp_server(echo_services, registry=(*REGISTRY, ECHO))
 

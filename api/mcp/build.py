@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Route
 
 from api.mcp.server import LdimsMCP, transport_security
 from api.mcp.toolset import Toolset
 from api.mcp.toolsets import REGISTRY
 from api.mcp.transport_guard import guard_route
-from ldims.caller import Caller
+from ldims.caller import Caller, resolve_caller
 from ldims.services import Services
 from ldims.settings import Settings
 
@@ -54,7 +55,12 @@ def mcp_http_routes(server: LdimsMCP) -> list[BaseRoute]:
         transport_security=transport_security(settings),
     )
     hosts, origins = settings.mcp_allowed_hosts, settings.mcp_allowed_origins
+    services = server.services
+
+    def authenticate(headers: Headers) -> None:
+        resolve_caller(headers, services.settings, services.keys)
+
     return [
-        guard_route(route, hosts, origins) if isinstance(route, Route) else route
+        guard_route(route, hosts, origins, authenticate) if isinstance(route, Route) else route
         for route in app.routes
     ]

@@ -88,8 +88,20 @@ class LdimsMCP(MCPServer):
         self._readers: list[tuple[re.Pattern[str], ResourceReader]] = []
         # What toolsets hold open (database pools …), released by close().
         self._closers: list[Callable[[], None]] = []
+        # tool name -> the scope a caller needs (its toolset's), filled as tools are added.
+        self.tool_scopes: dict[str, str] = {}
+        self._registering: Toolset | None = None
         for toolset in self.toolsets:
+            self._registering = toolset
             toolset.register(self)
+        self._registering = None
+
+    def add_tool(self, fn: Any, name: str | None = None, **options: Any) -> None:
+        super().add_tool(fn, name=name, **options)
+        toolset = self._registering
+        tool = name or fn.__name__
+        if toolset is not None:
+            self.tool_scopes[tool] = toolset.tool_scopes.get(tool, toolset.scope)
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Call ``closer`` when the server shuts down."""
@@ -113,7 +125,7 @@ class LdimsMCP(MCPServer):
         if headers is None:
             return self.stdio
         try:
-            return resolve_caller(headers, self.services.settings)
+            return resolve_caller(headers, self.services.settings, self.services.keys)
         except Unauthorized as exc:
             raise Forbidden(
                 "You do not have permission to perform this search or access the requested "
@@ -134,7 +146,11 @@ class LdimsMCP(MCPServer):
     ) -> Any:
         timeout = self.services.settings.mcp_request_timeout_seconds
         try:
-            token = _caller.set(self._resolve(_headers(context)))
+            caller = self._resolve(_headers(context))
+            scope = self.tool_scopes.get(name, "read")
+            if scope not in caller.scopes:
+                raise Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
+            token = _caller.set(caller)
         except LdimsError as exc:
             return error_result(exc)
         try:

@@ -15,9 +15,12 @@ descriptors and 70 MB. The stateless spec server answers 405, and so do we, befo
 the request, for every method but POST: ``DELETE`` (no session to delete), ``OPTIONS`` (no CORS
 is offered, so a browser's preflight fails, as it should), ``HEAD``, ``PUT`` ….
 
+With API keys on, a request without a valid key is refused next (401, ``WWW-Authenticate:
+Bearer``), so every MCP method — tools/list, prompts, resources, not only tool calls — needs one.
+
 Order: Host (421, the SDK's status), then Origin (403), then the method (405, ``Allow: POST``),
-all in LDIMS's error body. Offending values are echoed cut to 100 characters and logged only at
-DEBUG (an attacker chooses them). Lifespan and other non-HTTP scopes pass through untouched.
+then the key (401), all in LDIMS's error body. Offending values are echoed cut to 100
+characters and logged only at DEBUG (an attacker chooses them). Lifespan and other non-HTTP scopes pass through untouched.
 """
 
 from __future__ import annotations
@@ -28,11 +31,12 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ldims.errors import Forbidden, InvalidInput, LdimsError
+from ldims.errors import Forbidden, InvalidInput, LdimsError, Unauthorized
 
 log = logging.getLogger(__name__)
 
@@ -118,11 +122,18 @@ class TransportGuard:
     """
 
     def __init__(
-        self, app: ASGIApp, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]
+        self,
+        app: ASGIApp,
+        allowed_hosts: Iterable[str],
+        allowed_origins: Iterable[str],
+        authenticate: Callable[[Headers], None] | None = None,
     ) -> None:
         self.app = app
         self.allowed_hosts = _entries(allowed_hosts, parse_host, "host")
         self.allowed_origins = _entries(allowed_origins, parse_origin, "origin")
+        # Raises Unauthorized when keys are on and the request has no valid one: then every
+        # MCP method (tools/list, prompts, resources …) is refused with 401, not only calls.
+        self.authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -134,6 +145,8 @@ class TransportGuard:
             return
         status, error = refusal
         headers = {"Allow": "POST"} if status == 405 else None
+        if status == 401:
+            headers = {"WWW-Authenticate": "Bearer"}
         await JSONResponse(error.body(), status_code=status, headers=headers)(scope, receive, send)
 
     def refusal(self, scope: Scope) -> tuple[int, LdimsError] | None:
@@ -154,6 +167,11 @@ class TransportGuard:
                 "only (no SSE stream to GET, no session to DELETE)."
             )
             return 405, InvalidInput(message, method=_echo(method), allowed=["POST"])
+        if self.authenticate is not None:
+            try:
+                self.authenticate(Headers(scope=scope))
+            except Unauthorized as exc:
+                return 401, exc
         return None
 
 
@@ -179,10 +197,13 @@ def _refused(header: str, values: list[str], malformed: bool) -> Forbidden:
 
 
 def guard_route(
-    route: Route, allowed_hosts: Iterable[str], allowed_origins: Iterable[str]
+    route: Route,
+    allowed_hosts: Iterable[str],
+    allowed_origins: Iterable[str],
+    authenticate: Callable[[Headers], None] | None = None,
 ) -> Route:
     """``route`` (the SDK's ``/mcp`` route) with its endpoint behind a :class:`TransportGuard`."""
-    guard = TransportGuard(route.endpoint, allowed_hosts, allowed_origins)
+    guard = TransportGuard(route.endpoint, allowed_hosts, allowed_origins, authenticate)
     return Route(route.path, endpoint=guard, name=route.name)
 
 

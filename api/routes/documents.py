@@ -9,7 +9,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import CallerDep, DocumentsDep, ServicesDep
+from api.deps import DocumentsDep, IngestDep, ReaderDep, ServicesDep
 from api.multipart import parse_bulk_upload, parse_upload
 from api.schemas import (
     AcceptedOut,
@@ -55,7 +55,7 @@ _UPLOAD_SCHEMA = _multipart_schema(
 
 @router.post("", status_code=202, response_model=AcceptedOut, openapi_extra=_UPLOAD_SCHEMA)
 async def upload_document(
-    request: Request, services: ServicesDep, caller: CallerDep
+    request: Request, services: ServicesDep, caller: IngestDep
 ) -> JSONResponse:
     """Upload a document (multipart, part ``file``); it is queued for extraction.
 
@@ -118,7 +118,7 @@ async def _bounded(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[byte
 
 @router.post("/bulk", status_code=202, response_model=BulkAcceptedOut, openapi_extra=_BULK_SCHEMA)
 async def upload_documents(
-    request: Request, services: ServicesDep, caller: CallerDep
+    request: Request, services: ServicesDep, caller: IngestDep
 ) -> JSONResponse:
     """Upload many documents in one request (multipart, one part ``file`` each, named by its
     filename; ``collection``, ``documentType``, ``submitter`` and ``createdAt`` apply to all).
@@ -204,7 +204,7 @@ async def upload_documents(
 @router.get("", response_model=DocumentPage)
 def list_documents(
     services: ServicesDep,
-    caller: CallerDep,
+    caller: ReaderDep,
     status: DocumentStatus | None = None,
     collection: str | None = None,
     documentType: str | None = None,
@@ -233,7 +233,7 @@ def list_documents(
 
 
 @router.get("/{document_id}", response_model=DocumentOut)
-def get_document(document_id: str, documents: DocumentsDep, caller: CallerDep) -> DocumentOut:
+def get_document(document_id: str, documents: DocumentsDep, caller: ReaderDep) -> DocumentOut:
     """One document's record: state, version, error code and reason."""
     return DocumentOut.of(documents.reader.get(caller, document_id), documents.fingerprint)
 
@@ -242,7 +242,7 @@ def get_document(document_id: str, documents: DocumentsDep, caller: CallerDep) -
 def get_content(
     document_id: str,
     documents: DocumentsDep,
-    caller: CallerDep,
+    caller: ReaderDep,
     offset: Annotated[int, Query(ge=0, description="First character to return.")] = 0,
     limit: Annotated[
         int | None, Query(ge=1, description="Characters to return (default: all).")
@@ -268,7 +268,7 @@ def get_content(
 
 
 @router.get("/{document_id}/lines/{lines}", response_model=LinesOut)
-def get_lines(document_id: str, lines: str, documents: DocumentsDep, caller: CallerDep) -> LinesOut:
+def get_lines(document_id: str, lines: str, documents: DocumentsDep, caller: ReaderDep) -> LinesOut:
     """Lines of the extracted text (``12`` or ``12-40``), numbered as search hits number them
     (``lineStart``/``lineEnd``); a long range ends early with ``nextUri``."""
     part = documents.reader.lines(caller, document_id, lines)
@@ -277,7 +277,7 @@ def get_lines(document_id: str, lines: str, documents: DocumentsDep, caller: Cal
 
 @router.delete("/{document_id}")
 def delete_document(
-    document_id: str, documents: DocumentsDep, caller: CallerDep
+    document_id: str, documents: DocumentsDep, caller: IngestDep
 ) -> dict[str, object]:
     """Delete a document from the catalog, the disk and the index."""
     documents.intake.delete(caller, document_id)

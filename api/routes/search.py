@@ -11,7 +11,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
-from api.deps import CallerDep, DocumentsDep
+from api.deps import DocumentsDep, ReaderDep
 from ldims.documents import SearchOutput, search_filters
 
 router = APIRouter(prefix="/api", tags=["search"])
@@ -20,7 +20,7 @@ router = APIRouter(prefix="/api", tags=["search"])
 @router.get("/search", response_model=SearchOutput)
 async def search(
     documents: DocumentsDep,
-    caller: CallerDep,
+    caller: ReaderDep,
     query: str,
     maxResults: int = 5,  # noqa: N803 (the seed's names)
     offset: int = 0,

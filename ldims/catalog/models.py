@@ -1,11 +1,12 @@
-"""Catalog tables: documents and the webhook events already seen."""
+"""Catalog tables: documents, webhook events already seen, folder collections, API keys and
+the proxy toolset's audit trail."""
 
 from __future__ import annotations
 
 import enum
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, DateTime, Index, Integer, String, Text, TypeDecorator
+from sqlalchemy import BigInteger, DateTime, Float, Index, Integer, String, Text, TypeDecorator
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -134,3 +135,50 @@ class PathContext(Base):
     prefix: Mapped[str] = mapped_column(String(1024), primary_key=True)  # '': the whole one
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class ApiKey(Base):
+    """An API key: its tenant, user and scopes, kept as the sha256 of the key (the key
+    itself is shown once, when created). Revoked or expired keys stay for the audit trail."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # public: shown in lists
+    digest: Mapped[str] = mapped_column(String(64), unique=True)  # sha256 hex of the key
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str | None] = mapped_column(String(128))
+    scopes: Mapped[str] = mapped_column(String(256))  # comma-separated
+    name: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+
+    __table_args__ = (Index("ix_api_keys_tenant", "tenant"),)
+
+
+class AuditRecord(Base):
+    """One call of the proxy toolset: who, what, how much came back — never the text."""
+
+    __tablename__ = "audit_records"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    tenant: Mapped[str] = mapped_column(String(64))
+    user_id: Mapped[str | None] = mapped_column(String(128))
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    transport: Mapped[str] = mapped_column(String(16))
+    tool: Mapped[str] = mapped_column(String(64))
+    doc_id: Mapped[str | None] = mapped_column(String(64))
+    trace_id: Mapped[str | None] = mapped_column(String(128))
+    outcome: Mapped[str] = mapped_column(String(64))  # ok, or the error code
+    tokens: Mapped[int] = mapped_column(Integer, default=0)
+    bytes: Mapped[int] = mapped_column(Integer, default=0)
+    masked: Mapped[str | None] = mapped_column(Text)  # JSON: kind -> count
+    rate_state: Mapped[str | None] = mapped_column(Text)  # JSON
+    latency_ms: Mapped[float] = mapped_column(Float, default=0.0)
+
+    __table_args__ = (
+        Index("ix_audit_tenant_at", "tenant", "at"),
+        Index("ix_audit_doc", "tenant", "doc_id"),
+    )

@@ -113,15 +113,14 @@ def content_document_id(tenant: str, sha256: str) -> str:
 
 
 def owned_document(session: Session, caller: Caller, document_id: str) -> Document:
-    """The caller's document, or ``NotFound`` / ``Forbidden`` (it belongs to another tenant).
+    """The caller's document, or ``NotFound`` — for an unknown id and for another tenant's
+    alike, so that no answer tells a caller that an id exists elsewhere.
 
     The one place that compares a document's tenant with the caller's.
     """
     document = repository.get_document(session, document_id)
-    if document is None:
+    if document is None or document.tenant != caller.tenant:
         raise NotFound(documentId=document_id)
-    if document.tenant != caller.tenant:
-        raise Forbidden(documentId=document_id)
     return document
 
 

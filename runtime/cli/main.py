@@ -345,5 +345,14 @@ def _register_qmd() -> None:
 
 _register_qmd()
 
+
+def _register_keys() -> None:
+    from runtime.cli.keys import register
+
+    register(cli)
+
+
+_register_keys()
+
 if __name__ == "__main__":
     cli()

@@ -266,10 +266,13 @@ def _bookmarks(pdf: pypdfium2.PdfDocument, count: int) -> list[tuple[str, int, i
 
 
 def _metadata(pdf: pypdfium2.PdfDocument, count: int) -> dict[str, Any]:
-    info = {key: _info_value(pdf, key) for key in ("Title", "Author", "Producer", "CreationDate")}
+    keys = ("Title", "Author", "Subject", "Keywords", "Producer", "CreationDate")
+    info = {key: _info_value(pdf, key) for key in keys}
     metadata: dict[str, Any] = {
         "title": info["Title"],
         "author": info["Author"],
+        "subject": info["Subject"],
+        "keywords": info["Keywords"],
         "producer": info["Producer"],
         "created": parse_pdf_date(info["CreationDate"]),
         "language": _language(pdf),

@@ -207,6 +207,15 @@ def _core_metadata(package: Package) -> dict[str, object]:
         metadata["title"] = core.title.strip()
     if core.author.strip():
         metadata["author"] = core.author.strip()
+    # Keywords, subject and version: what the proxy toolset's read_doc_metadata lists as
+    # tags and document version.
+    for key, value in (
+        ("subject", core.subject),
+        ("keywords", core.keywords),
+        ("version", core.version),
+    ):
+        if value and value.strip():
+            metadata[key] = value.strip()
     if core.created is not None:
         metadata["created"] = core.created.isoformat()
     language = language_code(core.language)

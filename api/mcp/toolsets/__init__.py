@@ -5,13 +5,14 @@ line below. Nothing else in the server names a toolset.
 """
 
 from api.mcp.toolset import Toolset
-from api.mcp.toolsets import documents, guide, qmd, sql
+from api.mcp.toolsets import documents, guide, proxy, qmd, sql
 
 REGISTRY: tuple[Toolset, ...] = (
     documents.TOOLSET,
     qmd.TOOLSET,
     sql.TOOLSET,
     guide.TOOLSET,
+    proxy.TOOLSET,
 )
 
 __all__ = ["REGISTRY"]

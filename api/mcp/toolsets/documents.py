@@ -291,5 +291,6 @@ TOOLSET = Toolset(
     uri_schemes=frozenset({"ldims"}),
     errors=(SearchTimeout,),
     timeout_errors={"searchDocuments": SearchTimeout},
+    tool_scopes={"ingestDocument": "ingest", "deleteDocument": "ingest"},
     instructions=instructions,
 )

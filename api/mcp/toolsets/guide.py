@@ -156,4 +156,5 @@ TOOLSET = Toolset(
         "GUIDE_UNAVAILABLE": -32603,
     },
     instructions=_instructions,
+    scope="guide",
 )

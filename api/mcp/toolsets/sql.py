@@ -148,10 +148,15 @@ def register(server: LdimsMCP) -> None:
 
 
 def allowed(tenants: list[str], caller: Caller) -> Caller:
-    """``caller``, when ``LDIMS_SQL_ALLOWED_TENANTS`` is empty or lists its tenant; else
-    FORBIDDEN."""
-    if tenants and caller.tenant not in tenants:
-        raise Forbidden("This tenant may not use the sql toolset.", tenant=caller.tenant)
+    """``caller``, when ``LDIMS_SQL_ALLOWED_TENANTS`` lists its tenant, or (no list) when its
+    key has the ``sql`` scope (a caller without keys configured has every scope); else
+    FORBIDDEN. The database is not the tenant's own: no key reaches it by default."""
+    if tenants:
+        if caller.tenant not in tenants:
+            raise Forbidden("This tenant may not use the sql toolset.", tenant=caller.tenant)
+        return caller
+    if "sql" not in caller.scopes:
+        raise Forbidden("The API key lacks the 'sql' scope.", scope="sql")
     return caller
 
 
@@ -299,4 +304,6 @@ TOOLSET = Toolset(
         "KWDB-4004": -32002,
     },
     instructions=_instructions,
+    # The 'sql' scope (or the tenant allow-list) is checked by allowed(), for every tool,
+    # resource and prompt of the toolset.
 )

@@ -1,0 +1,452 @@
+"""The proxy toolset's core (proxy seed §6–§8): five tools through which a model reads what it
+is allowed to of a document, and nothing more — the one path the MCP tools and the
+``/internal/mcp/execute`` envelope both take.
+
+Every call, in order: the arguments are validated; the caller's scope checked (``read``);
+the call admitted by the limiter (calls a minute, calls on the document in this generation,
+generations an hour); the tool runs on the caller's document (another tenant's is not found,
+as an unknown one); every text is masked (PII, secrets) and cut to
+``DOC_CHUNK_LIMIT_TOKENS`` at a sentence end, then to what the generation's output budget
+still grants; one audit record is written, whatever the outcome.
+
+Results use the seed's snake_case fields; ``meta`` carries ``masked`` (count per kind),
+``truncated`` and ``rate_limit`` (what this generation used of its limits).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ldims.caller import Caller
+from ldims.errors import Forbidden, InvalidInput, LdimsError, NotFound
+from ldims.proxy.audit import AuditEntry, AuditTrail
+from ldims.proxy.errors import AccessDenied, RateLimitExceeded, ToolError, UnknownTool
+from ldims.proxy.limits import Grant, Limiter, Usage
+from ldims.proxy.local_search import PassageCache
+from ldims.proxy.masking import mask
+from ldims.proxy.store import ProxyStore
+from ldims.proxy.tokens import count_tokens, trim_to_tokens
+
+DOC_TOOLS = ("read_doc_section", "read_doc_pages", "read_doc_metadata", "doc_local_search")
+TOOLS = (*DOC_TOOLS, "list_available_tools")
+MAX_LOCAL_RESULTS = 5
+MAX_SECTIONS_LISTED = 200
+SNIPPET_CHARS = 240
+MAX_TRACE_CHARS = 128
+REQUIRED_SCOPE = "read"
+
+DocId = Annotated[str, Field(min_length=1, max_length=64, description="The document's id")]
+
+
+class _Arguments(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=True)
+
+
+class SectionArguments(_Arguments):
+    doc_id: DocId
+    section_id: Annotated[str, Field(min_length=1, max_length=128)]
+
+
+class PagesArguments(_Arguments):
+    doc_id: DocId
+    page_start: Annotated[int, Field(ge=1, le=1_000_000)]
+    page_end: Annotated[int, Field(ge=1, le=1_000_000)]
+
+
+class MetadataArguments(_Arguments):
+    doc_id: DocId
+
+
+class LocalSearchArguments(_Arguments):
+    doc_id: DocId
+    query: Annotated[str, Field(min_length=1, max_length=1000)]
+    max_results: Annotated[int, Field(ge=1, le=MAX_LOCAL_RESULTS)] = MAX_LOCAL_RESULTS
+
+
+class NoArguments(_Arguments):
+    pass
+
+
+ARGUMENTS: dict[str, type[_Arguments]] = {
+    "read_doc_section": SectionArguments,
+    "read_doc_pages": PagesArguments,
+    "read_doc_metadata": MetadataArguments,
+    "doc_local_search": LocalSearchArguments,
+    "list_available_tools": NoArguments,
+}
+
+
+@dataclass(frozen=True)
+class ProxyConfig:
+    chunk_limit_tokens: int = 1500
+    max_pages: int = 5
+    mask_kinds: frozenset[str] | None = None  # None: every kind
+    snippet_chars: int = SNIPPET_CHARS
+
+
+@dataclass
+class _Output:
+    """What a tool produced: its result, and the texts in it to mask, cut and count."""
+
+    result: dict[str, Any]
+    masked: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    bytes: int = 0
+    truncated: bool = False
+
+
+class Proxy:
+    def __init__(
+        self,
+        store: ProxyStore,
+        limiter: Limiter,
+        audit: AuditTrail,
+        config: ProxyConfig,
+    ) -> None:
+        self.store = store
+        self.limiter = limiter
+        self.audit = audit
+        self.config = config
+        self.passages = PassageCache()
+        self._tools: dict[str, Callable[[Caller, Any, str, str], _Output]] = {
+            "read_doc_section": self._read_section,
+            "read_doc_pages": self._read_pages,
+            "read_doc_metadata": self._read_metadata,
+            "doc_local_search": self._local_search,
+            "list_available_tools": self._list_tools,
+        }
+
+    def call(
+        self,
+        caller: Caller,
+        tool: str,
+        arguments: dict[str, Any] | None,
+        trace_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Run ``tool`` for ``caller`` in the generation ``trace_id`` (None: the caller's
+        default generation); its result, or an ``LdimsError`` with the seed's code."""
+        started = time.perf_counter()
+        doc_id = _doc_id_of(arguments)
+        generation = _generation(trace_id)
+        usage = Usage()
+        output: _Output | None = None
+        try:
+            run = self._tools.get(tool)
+            if run is None:
+                raise UnknownTool(f"No tool named {tool[:64]!r}.", tools=list(TOOLS))
+            if REQUIRED_SCOPE not in caller.scopes:
+                raise AccessDenied("The API key lacks the 'read' scope.", scope=REQUIRED_SCOPE)
+            parsed = _parse(tool, arguments)
+            usage = self.limiter.admit(_principal(caller), generation, doc_id)
+            output = run(caller, parsed, generation, doc_id or "")
+        except LdimsError as exc:
+            self._audit(caller, tool, doc_id, trace_id, _code(exc), usage, output, started)
+            raise
+        output.result["meta"] = {
+            "masked": output.masked,
+            "truncated": output.truncated,
+            "rate_limit": self._state(usage, output),
+        }
+        self._audit(caller, tool, doc_id, trace_id, "ok", usage, output, started)
+        return output.result
+
+    # --- the tools ---------------------------------------------------------------------------
+    def _read_section(
+        self, caller: Caller, args: SectionArguments, generation: str, doc_id: str
+    ) -> _Output:
+        view = self.store.view(caller, args.doc_id)
+        section = next((s for s in view.sections if s.id == args.section_id), None)
+        if section is None:
+            raise NotFound(
+                f"Document {args.doc_id} has no section {args.section_id!r}; "
+                "read_doc_metadata lists its sections.",
+                doc_id=args.doc_id,
+                section_id=args.section_id,
+            )
+        if section.damaged:
+            raise ToolError(
+                f"Section {section.id!r} of document {args.doc_id} is damaged.",
+                doc_id=args.doc_id,
+                section_id=section.id,
+            )
+        return self._text_result(
+            caller,
+            generation,
+            doc_id,
+            section.text,
+            {
+                "section_id": section.id,
+                "heading": section.heading,
+                "page_start": section.page_start,
+                "page_end": section.page_end,
+            },
+        )
+
+    def _read_pages(
+        self, caller: Caller, args: PagesArguments, generation: str, doc_id: str
+    ) -> _Output:
+        if args.page_end < args.page_start:
+            raise InvalidInput(
+                "page_end must not be before page_start.", field="page_end", doc_id=args.doc_id
+            )
+        wanted = args.page_end - args.page_start + 1
+        if wanted > self.config.max_pages:
+            raise RateLimitExceeded(
+                f"At most {self.config.max_pages} pages a call (MCP_PROXY_MAX_PAGES); "
+                f"{wanted} were asked for.",
+                limit="pages_per_call",
+                maxPages=self.config.max_pages,
+            )
+        view = self.store.view(caller, args.doc_id)
+        count = len(view.pages)
+        if args.page_start > count:
+            raise NotFound(
+                f"Document {args.doc_id} has {count} page(s).",
+                doc_id=args.doc_id,
+                page_count=count,
+            )
+        last = min(args.page_end, count)
+        text = "\n\n".join(
+            f"--- page {number} ---\n{view.pages[number - 1]}"
+            for number in range(args.page_start, last + 1)
+        )
+        return self._text_result(
+            caller,
+            generation,
+            doc_id,
+            text,
+            {"page_start": args.page_start, "page_end": last, "page_count": count},
+        )
+
+    def _read_metadata(
+        self, caller: Caller, args: MetadataArguments, generation: str, doc_id: str
+    ) -> _Output:
+        view = self.store.view(caller, args.doc_id)
+        document = view.document
+        masked: dict[str, int] = {}
+        title = self._masked(document.title or document.name, masked)
+        sections = [
+            {
+                "section_id": section.id,
+                "heading": self._masked(section.heading, masked),
+                "level": section.level,
+                "page_start": section.page_start,
+                "page_end": section.page_end,
+            }
+            for section in view.sections[:MAX_SECTIONS_LISTED]
+        ]
+        result: dict[str, Any] = {
+            "doc_id": document.id,
+            "title": title,
+            "format": document.format,
+            "language": view.language,
+            "page_count": len(view.pages),
+            "tags": [self._masked(tag, masked) for tag in view.tags],
+            "product_version": view.product_version,
+            "document_version": view.document_version,
+            "version": document.version,
+            "collection": document.collection,
+            "document_type": document.document_type,
+            "created_at": document.created_at.isoformat(),
+            "sections": sections,
+            "sections_total": len(view.sections),
+        }
+        return self._structured_result(caller, generation, doc_id, result, "sections", masked)
+
+    def _local_search(
+        self, caller: Caller, args: LocalSearchArguments, generation: str, doc_id: str
+    ) -> _Output:
+        view = self.store.view(caller, args.doc_id)
+        passages = self.passages.get(f"{view.document.sha256}:{view.document.format}", view.pages)
+        hits, total = passages.search(args.query, args.max_results, self.config.snippet_chars)
+        masked: dict[str, int] = {}
+        result: dict[str, Any] = {
+            "doc_id": view.document.id,
+            "results": [
+                {
+                    "page": hit.page,
+                    "line_start": hit.line_start,
+                    "line_end": hit.line_end,
+                    "score": hit.score,
+                    "snippet": self._masked(hit.snippet, masked),
+                }
+                for hit in hits
+            ],
+            "total_matches": total,
+            "ranked_by": "bm25 (this document's statistics)",
+        }
+        return self._structured_result(caller, generation, doc_id, result, "results", masked)
+
+    def _list_tools(
+        self, caller: Caller, args: NoArguments, generation: str, doc_id: str
+    ) -> _Output:
+        return _Output({"tools": list(DOC_TOOLS)})
+
+    # --- text out: masked, cut to the call's and the generation's budget ----------------------
+    def _masked(self, text: str, counts: dict[str, int]) -> str:
+        masked = mask(text, self.config.mask_kinds)
+        for kind, count in masked.counts.items():
+            counts[kind] = counts.get(kind, 0) + count
+        return masked.text
+
+    def _text_result(
+        self,
+        caller: Caller,
+        generation: str,
+        doc_id: str,
+        text: str,
+        fields: dict[str, Any],
+    ) -> _Output:
+        masked: dict[str, int] = {}
+        clean = self._masked(text, masked)
+        for key in ("heading",):
+            if key in fields:
+                fields[key] = self._masked(fields[key], masked)
+        cut = trim_to_tokens(clean, self.config.chunk_limit_tokens)
+        grant = self._grant(caller, generation, doc_id, cut.tokens, len(cut.text.encode()))
+        final = cut
+        if grant.tokens < cut.tokens or grant.bytes < len(cut.text.encode()):
+            final = trim_to_tokens(cut.text, grant.tokens)
+            while len(final.text.encode()) > grant.bytes and final.tokens > 0:
+                final = trim_to_tokens(final.text, max(final.tokens * 9 // 10, 0))
+        size = len(final.text.encode())
+        self.limiter.refund(
+            _principal(caller), generation, doc_id, grant.tokens - final.tokens, grant.bytes - size
+        )
+        if not final.text and cut.text:  # what is left of the budget holds no whole sentence
+            self._spent(caller, generation, doc_id)
+        result = {"text": final.text, **fields, "tokens": final.tokens}
+        output = _Output(result, masked, final.tokens, size, cut.truncated or final.truncated)
+        output.result["tokens_total"] = cut.original_tokens
+        return output
+
+    def _structured_result(
+        self,
+        caller: Caller,
+        generation: str,
+        doc_id: str,
+        result: dict[str, Any],
+        list_key: str,
+        masked: dict[str, int],
+    ) -> _Output:
+        """A result of many short texts: counted as its JSON; what the budget does not grant
+        is dropped from the end of its ``list_key`` list, never cut mid-item."""
+        body = json.dumps(result, ensure_ascii=False)
+        tokens, size = count_tokens(body), len(body.encode())
+        grant: Grant = self._grant(caller, generation, doc_id, tokens, size)
+        truncated = False
+        items = result[list_key]
+        while items and (tokens > grant.tokens or size > grant.bytes):
+            items.pop()
+            truncated = True
+            body = json.dumps(result, ensure_ascii=False)
+            tokens, size = count_tokens(body), len(body.encode())
+        if tokens > grant.tokens or size > grant.bytes:
+            self.limiter.refund(_principal(caller), generation, doc_id, grant.tokens, grant.bytes)
+            self._spent(caller, generation, doc_id)
+        self.limiter.refund(
+            _principal(caller), generation, doc_id, grant.tokens - tokens, grant.bytes - size
+        )
+        return _Output(result, masked, tokens, size, truncated)
+
+    def _spent(self, caller: Caller, generation: str, doc_id: str) -> None:
+        retry = self.limiter.retry_after(_principal(caller), generation, doc_id or "-")
+        raise RateLimitExceeded(
+            "The output budget is spent (MCP_RATE_LIMIT_TOKEN_OUTPUT / "
+            f"MCP_PROXY_MAX_OUTPUT_BYTES / MCP_PROXY_DOC_BYTES_PER_HOUR); retry in {retry} s.",
+            limit="output_per_generation",
+            retryAfterSeconds=retry,
+        )
+
+    def _grant(self, caller: Caller, generation: str, doc_id: str, tokens: int, size: int) -> Grant:
+        if tokens <= 0 and size <= 0:  # nothing to return (an empty page): nothing to reserve
+            return Grant(0, 0, Usage())
+        return self.limiter.grant(_principal(caller), generation, doc_id or "-", tokens, size)
+
+    def _state(self, usage: Usage, output: _Output) -> dict[str, Any]:
+        limits = self.limiter.limits
+        return {
+            "document_calls": usage.calls_on_document,
+            "document_calls_limit": limits.calls_per_document,
+            "output_tokens_limit": limits.token_output,
+            "output_bytes_limit": limits.output_bytes,
+            "returned_tokens": output.tokens,
+            "returned_bytes": output.bytes,
+        }
+
+    def _audit(
+        self,
+        caller: Caller,
+        tool: str,
+        doc_id: str | None,
+        trace_id: str | None,
+        outcome: str,
+        usage: Usage,
+        output: _Output | None,
+        started: float,
+    ) -> None:
+        self.audit.record(
+            AuditEntry(
+                tenant=caller.tenant,
+                tool=tool[:64],
+                outcome=outcome,
+                transport=caller.transport,
+                doc_id=doc_id,
+                user_id=caller.user,
+                key_id=caller.key_id,
+                trace_id=(trace_id or "")[:MAX_TRACE_CHARS] or None,
+                tokens=output.tokens if output else 0,
+                bytes=output.bytes if output else 0,
+                masked=output.masked if output else {},
+                rate_state={"document_calls": usage.calls_on_document},
+                latency_ms=(time.perf_counter() - started) * 1000,
+            )
+        )
+
+
+def _parse(tool: str, arguments: dict[str, Any] | None) -> Any:
+    try:
+        return ARGUMENTS[tool].model_validate(arguments or {})
+    except ValidationError as exc:
+        problems = [
+            {"field": ".".join(map(str, error["loc"])) or "arguments", "issue": error["msg"]}
+            for error in exc.errors(include_url=False, include_input=False)
+        ]
+        raise InvalidInput(
+            f"Invalid arguments for {tool}: " + "; ".join(p["field"] for p in problems) + ".",
+            problems=problems,
+        ) from None
+
+
+def _doc_id_of(arguments: dict[str, Any] | None) -> str | None:
+    doc_id = (arguments or {}).get("doc_id")
+    return doc_id[:64] if isinstance(doc_id, str) and doc_id.strip() else None
+
+
+def _generation(trace_id: str | None) -> str:
+    """The generation a call belongs to: its trace id, else the caller's default one (all
+    calls without a trace id share it, so leaving it out gains nothing)."""
+    if trace_id is None or not trace_id.strip():
+        return "-"
+    if len(trace_id) > MAX_TRACE_CHARS:
+        raise InvalidInput(
+            f"trace_id is longer than {MAX_TRACE_CHARS} characters.", field="trace_id"
+        )
+    return trace_id.strip()
+
+
+def _principal(caller: Caller) -> str:
+    """Whom limits count against: the key (or the tenant without keys), and the user a
+    trusted service acts for."""
+    who = caller.key_id or f"tenant:{caller.tenant}"
+    return f"{who}/{caller.tenant}/{caller.user or '-'}"
+
+
+def _code(exc: LdimsError) -> str:
+    return "ACCESS_DENIED" if isinstance(exc, Forbidden) else exc.code

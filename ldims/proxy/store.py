@@ -1,0 +1,225 @@
+"""The proxy toolset's view of a document: its record and its extracted content, read with
+one retry and a circuit breaker (seed §9.3), parsed once and kept in a small cache.
+
+A :class:`DocumentView` holds what every tool reads: the pages (running headers and footers
+are already out of them: extraction keeps them apart), the sections with stable ids, and the
+passages ``doc_local_search`` ranks. Views are cached by content hash, so a model reading a
+document page by page parses its extraction once; the cache is bounded by characters.
+
+Another tenant's document is not found, exactly like an unknown id (no existence oracle).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from ldims.caller import Caller
+from ldims.catalog import Catalog, Document, DocumentStatus, repository
+from ldims.errors import ContentUnavailable, NotFound, StillProcessing
+from ldims.proxy.errors import StoreUnavailable, ToolError
+from ldims.proxy.sections import SectionView, sections_of
+from workers import ExtractionResult, ExtractStore
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    document: Document
+    pages: tuple[str, ...]  # page n is pages[n - 1]
+    sections: tuple[SectionView, ...]
+    language: str | None
+    tags: tuple[str, ...]
+    product_version: str | None
+    document_version: str | None
+
+    @property
+    def size(self) -> int:
+        return sum(map(len, self.pages)) + sum(len(section.text) for section in self.sections)
+
+
+class CircuitBreaker:
+    """Open after ``threshold`` failures in a row: calls fail at once for ``cooldown``
+    seconds, then one trial call decides (half-open)."""
+
+    def __init__(self, threshold: int = 5, cooldown: float = 30.0) -> None:
+        self.threshold = threshold
+        self.cooldown = cooldown
+        self._failures = 0
+        self._opened_at: float | None = None
+        self._lock = threading.Lock()
+
+    def allow(self) -> bool:
+        with self._lock:
+            if self._opened_at is None:
+                return True
+            if time.monotonic() - self._opened_at >= self.cooldown:
+                self._opened_at = time.monotonic()  # half-open: this call is the trial
+                return True
+            return False
+
+    def succeeded(self) -> None:
+        with self._lock:
+            self._failures = 0
+            self._opened_at = None
+
+    def failed(self) -> None:
+        with self._lock:
+            self._failures += 1
+            if self._failures >= self.threshold:
+                self._opened_at = time.monotonic()
+
+    @property
+    def open(self) -> bool:
+        return self._opened_at is not None
+
+
+class ProxyStore:
+    """Documents of a caller, as views, from the catalog and the extraction store."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        extracts: ExtractStore,
+        cache_chars: int = 64_000_000,
+        breaker: CircuitBreaker | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.extracts = extracts
+        self.breaker = breaker or CircuitBreaker()
+        self._cache: OrderedDict[tuple[str, str], DocumentView] = OrderedDict()
+        self._cached_chars = 0
+        self._cache_chars = cache_chars
+        self._lock = threading.Lock()
+
+    def record(self, caller: Caller, doc_id: str) -> Document:
+        """The caller's document record; ``NotFound`` for an unknown id or another tenant's."""
+        document = self._guarded(lambda: self._record(doc_id))
+        if document is None or document.tenant != caller.tenant:
+            raise NotFound(f"Document {doc_id} not found.", doc_id=doc_id)
+        return document
+
+    def view(self, caller: Caller, doc_id: str) -> DocumentView:
+        """The caller's completed document, parsed; the seed's errors for other states."""
+        document = self.record(caller, doc_id)
+        if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
+            raise StillProcessing(doc_id=doc_id, documentStatus=document.status)
+        if document.status == DocumentStatus.FAILED.value:
+            raise ContentUnavailable(
+                doc_id=doc_id, failureCode=document.error_code, reason=document.error_message
+            )
+        key = (document.sha256 or "", document.format or "")
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None:
+                self._cache.move_to_end(key)
+                # The record may have changed (title, tags) though the content did not.
+                return cached if cached.document is document else _with_record(cached, document)
+        view = _view_of(document, self._guarded(lambda: self._load(document)))
+        self._keep(key, view)
+        return view
+
+    # --- store access: one retry, then the breaker counts a failure ---------------------------
+    def _guarded(self, read: Callable[[], T]) -> T:
+        if not self.breaker.allow():
+            raise StoreUnavailable(component="document store", circuit="open")
+        for attempt in (1, 2):
+            try:
+                value = read()
+            except (OSError, ConnectionError, TimeoutError, _CatalogDown) as exc:
+                if attempt == 2:
+                    self.breaker.failed()
+                    raise StoreUnavailable(component="document store") from exc
+                continue
+            self.breaker.succeeded()
+            return value
+        raise AssertionError("unreachable")
+
+    def _record(self, doc_id: str) -> Document | None:
+        try:
+            with self.catalog.session() as session:
+                return repository.get_document(session, doc_id)
+        except Exception as exc:  # the catalog's driver errors vary by backend
+            if _is_database_error(exc):
+                raise _CatalogDown from exc
+            raise
+
+    def _load(self, document: Document) -> ExtractionResult:
+        sha, fmt = document.sha256 or "", document.format or ""
+        if not sha or not self.extracts.exists(sha, fmt):
+            raise ContentUnavailable(
+                "The extracted content is missing; re-upload the document.",
+                doc_id=document.id,
+                failureCode="CONTENT_MISSING",
+            )
+        try:
+            return self.extracts.load(sha, fmt)
+        except (ValueError, KeyError, TypeError) as exc:  # JSON damaged: never garbage
+            raise ToolError(doc_id=document.id, reason="damaged extraction") from exc
+
+    def _keep(self, key: tuple[str, str], view: DocumentView) -> None:
+        with self._lock:
+            if key in self._cache:
+                return
+            self._cache[key] = view
+            self._cached_chars += view.size
+            while self._cached_chars > self._cache_chars and len(self._cache) > 1:
+                _, dropped = self._cache.popitem(last=False)
+                self._cached_chars -= dropped.size
+
+
+class _CatalogDown(Exception):
+    pass
+
+
+def _is_database_error(exc: Exception) -> bool:
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    return isinstance(exc, OperationalError | DBAPIError)
+
+
+def _view_of(document: Document, result: ExtractionResult) -> DocumentView:
+    pages = tuple(page.text for page in sorted(result.pages, key=lambda page: page.number))
+    if not pages:
+        pages = (result.text,)
+    for number, text in enumerate(pages, start=1):
+        if not isinstance(text, str):
+            raise ToolError(doc_id=document.id, reason=f"damaged page {number}")
+    metadata = result.metadata if isinstance(result.metadata, dict) else {}
+    return DocumentView(
+        document=document,
+        pages=pages,
+        sections=tuple(sections_of(result.sections, len(pages))),
+        language=document.language or _text(metadata.get("language")),
+        tags=_tags(metadata),
+        product_version=_text(metadata.get("product_version") or metadata.get("productVersion")),
+        document_version=_text(metadata.get("version") or metadata.get("document_version")),
+    )
+
+
+def _with_record(view: DocumentView, document: Document) -> DocumentView:
+    from dataclasses import replace
+
+    return replace(view, document=document)
+
+
+def _text(value: object) -> str | None:
+    return str(value)[:200] if value not in (None, "") else None
+
+
+def _tags(metadata: dict[str, object]) -> tuple[str, ...]:
+    raw = metadata.get("keywords") or metadata.get("tags") or ()
+    if isinstance(raw, str):
+        raw = [part for chunk in raw.split(";") for part in chunk.split(",")]
+    if not isinstance(raw, list | tuple):
+        return ()
+    return tuple(dict.fromkeys(str(tag).strip()[:64] for tag in raw if str(tag).strip()))[:32]
+
+
+__all__ = ["CircuitBreaker", "DocumentView", "ProxyStore", "json"]
