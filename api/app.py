@@ -6,7 +6,10 @@ import contextlib
 from collections.abc import AsyncIterator
 
 from fastapi import FastAPI
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
 
+from api.deps import ReaderDep
 from api.errors import install_error_handlers
 from api.mcp import build_mcp_server, mcp_http_routes
 from api.request_ids import RequestIds
@@ -28,7 +31,24 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
         mcp_server.close()
         services.close()
 
-    app = FastAPI(title="LDIMS", version=__version__, lifespan=lifespan)
+    # The OpenAPI schema and its pages are routes of our own: with API keys on they need one.
+    app = FastAPI(
+        title="LDIMS",
+        version=__version__,
+        lifespan=lifespan,
+        openapi_url=None,
+        docs_url=None,
+        redoc_url=None,
+    )
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(_caller: ReaderDep) -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(_caller: ReaderDep) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="LDIMS API")
+
     app.state.services = services
     app.state.mcp = mcp_server
     install_error_handlers(app)

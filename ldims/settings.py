@@ -9,6 +9,7 @@ configuration table; ``tests/test_settings.py`` keeps the two in step.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Literal
 
@@ -489,6 +490,12 @@ class Settings(BaseSettings):
     guide_session_ttl_seconds: int = Field(
         default=3600, gt=0, description="A guided session expires this long after its last step."
     )
+    guide_max_sessions_per_tenant: int = Field(
+        default=1000,
+        ge=1,
+        description="Guided sessions one tenant may hold at once; a new one beyond it ends "
+        "that tenant's session closest to expiry.",
+    )
     guide_match_threshold: float = Field(
         default=0.25,
         ge=0,
@@ -501,6 +508,12 @@ class Settings(BaseSettings):
     webhook_secret: SecretStr | None = Field(
         default=None,
         description="HMAC-SHA256 secret of POST /api/webhooks/ingest (unset: webhooks disabled).",
+    )
+    webhook_secrets: dict[str, SecretStr] = Field(
+        default_factory=dict,
+        description="JSON map of tenant -> HMAC-SHA256 secret: an event sent with "
+        "X-LDIMS-Tenant: T and signed with T's secret acts for T only. With API keys on, "
+        "only these work (the shared LDIMS_WEBHOOK_SECRET would act for any tenant).",
     )
     webhook_tolerance_seconds: int = Field(
         default=300, gt=0, description="Replay window: older or future-dated timestamps get 401."
@@ -613,6 +626,15 @@ class Settings(BaseSettings):
         secret = value.get_secret_value()
         if secret.lower() in _PLACEHOLDER_SECRETS or len(secret) < 16:
             raise ValueError("webhook secret must be at least 16 characters and not a placeholder")
+        return value
+
+    @field_validator("webhook_secrets")
+    @classmethod
+    def _no_placeholder_secrets(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:
+        for tenant, secret in value.items():
+            if not re.match(r"^[A-Za-z0-9_.-]{1,64}$", tenant):
+                raise ValueError(f"bad tenant name in webhook_secrets: {tenant[:64]!r}")
+            cls._no_placeholder_secret(secret)
         return value
 
     @model_validator(mode="after")

@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx2
 import pytest
+import redis
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
@@ -203,7 +204,11 @@ def test_unknown_expired_and_foreign_sessions_are_clear_errors(
     other_tenant = build_mcp_server(other_services, stdio=stdio_caller("other"))
     try:
         session = initiate(server, "printer")["session_id"]
-        assert error(navigate(other_tenant, session, "yes"))["errorCode"] == "FORBIDDEN"
+        # another tenant's session is not found, exactly like one that never existed
+        foreign = error(navigate(other_tenant, session, "yes"))
+        unknown = error(navigate(other_tenant, "gs_" + "x" * 32, "yes"))
+        assert foreign["errorCode"] == unknown["errorCode"] == "SESSION_NOT_FOUND"
+        assert foreign["errorMessage"] == unknown["errorMessage"]
         assert state(navigate(server, session, "yes"))["node_id"] == "printer_on"
     finally:
         other_tenant.close()
@@ -419,8 +424,37 @@ def test_back_end_bad_options_and_tenants_over_http(settings: Settings) -> None:
         api.stop()
     assert first["node_id"] == "printers"
     assert error(bad)["errorCode"] == "INVALID_OPTION"
-    assert error(foreign)["errorCode"] == "FORBIDDEN"
+    assert error(foreign)["errorCode"] == "SESSION_NOT_FOUND"
     assert state(leaf)["is_complete"] is True
     assert state(back)["node_id"] == "printers"
     assert state(ended)["is_complete"] is True
     assert error(after_end)["errorCode"] == "SESSION_COMPLETE"
+
+
+def test_sessions_are_capped_per_tenant_and_keys_live_as_long_as_sessions(
+    settings: Settings, shared_redis: RedisServer
+) -> None:
+    capped = settings.model_copy(update={"guide_max_sessions_per_tenant": 5})
+    services = build_services(capped)
+    services.catalog.upgrade()
+    acme = build_mcp_server(services, stdio=stdio_caller("acme"))
+    other = build_mcp_server(services, stdio=stdio_caller("other"))
+    client = redis.Redis.from_url(shared_redis.url)
+    try:
+        others = [initiate(other, "printer")["session_id"] for _ in range(3)]
+        made = [initiate(acme, "printer")["session_id"] for _ in range(12)]
+        prefix = capped.redis_key_prefix
+        live = [s for s in made if client.exists(f"{prefix}ldims:guide:session:{s}")]
+        assert live == made[-5:]  # the newest five; the rest ended, not leaked
+        assert error(navigate(acme, made[0], "yes"))["errorCode"] == "SESSION_NOT_FOUND"
+        assert state(navigate(acme, made[-1], "yes"))["node_id"] == "printer_on"
+        # another tenant's sessions are untouched by acme's
+        assert all(client.exists(f"{prefix}ldims:guide:session:{s}") for s in others)
+        ttl = client.ttl(f"{prefix}ldims:guide:session:{made[-1]}")
+        assert capped.guide_session_ttl_seconds < ttl <= capped.guide_session_ttl_seconds + 300
+        assert client.zcard(f"{prefix}ldims:guide:tenant:acme") == 5
+    finally:
+        acme.close()
+        other.close()
+        services.dispatcher.close()
+        services.catalog.dispose()

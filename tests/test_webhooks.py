@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import threading
 import time
@@ -246,3 +247,49 @@ def test_unsigned_large_bodies_do_not_grow_the_servers_memory(
         server.stop()
     grown = max(samples) - before
     assert grown < 40 * 1024 * 1024, f"RSS grew by {grown >> 20} MiB"
+
+
+def test_with_keys_on_only_a_tenants_own_secret_works_and_only_for_it(
+    tmp_path: Path, shared_redis: RedisServer
+) -> None:
+    acme_secret, globex_secret = "acme-webhook-secret-1", "globex-webhook-secret-2"
+    key = "k-" + "w" * 30
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        redis_url=shared_redis.url,
+        webhook_secret=SECRET,
+        webhook_secrets={"acme": acme_secret, "globex": globex_secret},
+        api_keys={hashlib.sha256(key.encode()).hexdigest(): "acme"},
+    )
+
+    def post(event: dict[str, Any], secret: str, tenant: str | None) -> Any:
+        body = json.dumps(event).encode()
+        stamp = str(int(time.time()))
+        headers = {
+            "content-type": "application/json",
+            "X-LDIMS-Timestamp": stamp,
+            "X-LDIMS-Signature": sign(secret, stamp, body),
+        }
+        if tenant:
+            headers["X-LDIMS-Tenant"] = tenant
+        return client.post("/api/webhooks/ingest", content=body, headers=headers)
+
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        # The shared secret would act for any tenant: refused while keys are on.
+        shared = post(created("evt-s", id="s-1", content="x"), SECRET, None)
+        assert shared.status_code == 403 and "LDIMS_WEBHOOK_SECRETS" in shared.text
+        # A tenant's secret acts for that tenant, whatever the event leaves out ...
+        ok = post(created("evt-a", id="a-1", content="acme text"), acme_secret, "acme")
+        assert ok.status_code == 202
+        record = client.get("/api/documents/a-1", headers={"Authorization": f"Bearer {key}"})
+        assert record.status_code == 200 and record.json()["documentId"] == "a-1"
+        # ... and never for another: signed for globex, naming acme, or with acme's header.
+        other = {"id": "evt-g", "type": "document.created", "tenant": "acme"}
+        other["document"] = {"id": "a-2", "content": "x"}
+        assert post(other, globex_secret, "globex").status_code == 403
+        assert (
+            post(created("evt-g2", id="a-3", content="x"), globex_secret, "acme").status_code == 401
+        )
+        assert (
+            post(created("evt-n", id="a-4", content="x"), acme_secret, "nobody").status_code == 401
+        )

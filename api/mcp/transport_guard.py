@@ -20,7 +20,8 @@ Bearer``), so every MCP method — tools/list, prompts, resources, not only tool
 
 Order: Host (421, the SDK's status), then Origin (403), then the method (405, ``Allow: POST``),
 then the key (401), all in LDIMS's error body. Offending values are echoed cut to 100
-characters and logged only at DEBUG (an attacker chooses them). Lifespan and other non-HTTP scopes pass through untouched.
+characters and logged only at DEBUG (an attacker chooses them). Lifespan and other non-HTTP
+scopes pass through untouched.
 """
 
 from __future__ import annotations

@@ -27,10 +27,11 @@ from typing import IO
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ServicesDep
+from ldims.caller import TENANT_HEADER
 from ldims.documents import WebhookEventIn
 from ldims.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthorized
 from ldims.settings import Settings
@@ -47,11 +48,31 @@ def body_limit(settings: Settings) -> int:
     return settings.max_upload_bytes * 4 // 3 + 64 * 1024
 
 
+def webhook_secret(
+    settings: Settings, request: Request, keys_on: bool
+) -> tuple[SecretStr, str | None]:
+    """The secret the event must be signed with, and the tenant it is bound to (None: the
+    shared secret, whose events name their tenant)."""
+    tenant = request.headers.get(TENANT_HEADER)
+    if tenant is not None:
+        secret = settings.webhook_secrets.get(tenant)
+        if secret is None:
+            raise Unauthorized("No webhook secret for this tenant (LDIMS_WEBHOOK_SECRETS).")
+        return secret, tenant
+    if settings.webhook_secret is None or keys_on:
+        raise Forbidden(
+            "Send X-LDIMS-Tenant and sign with that tenant's secret (LDIMS_WEBHOOK_SECRETS)"
+            + (
+                "; with API keys on, the shared LDIMS_WEBHOOK_SECRET is not accepted."
+                if keys_on
+                else ", or set LDIMS_WEBHOOK_SECRET."
+            )
+        )
+    return settings.webhook_secret, None
+
+
 def check_headers(settings: Settings, request: Request) -> tuple[str, str]:
     """What can be refused before the body is read; the timestamp and signature."""
-    secret = settings.webhook_secret
-    if secret is None:
-        raise Forbidden("Webhook ingestion is disabled: set LDIMS_WEBHOOK_SECRET.")
     timestamp = request.headers.get(TIMESTAMP_HEADER, "")
     try:
         age = abs(time.time() - int(timestamp))
@@ -68,11 +89,10 @@ def check_headers(settings: Settings, request: Request) -> tuple[str, str]:
     return timestamp, signature
 
 
-async def read_signed_body(settings: Settings, request: Request) -> IO[bytes]:
+async def read_signed_body(settings: Settings, request: Request, secret: SecretStr) -> IO[bytes]:
     """The body, hashed as it streams; raises unless its signature matches."""
     timestamp, signature = check_headers(settings, request)
-    assert settings.webhook_secret is not None  # checked above
-    digest = hmac.new(settings.webhook_secret.get_secret_value().encode(), digestmod=hashlib.sha256)
+    digest = hmac.new(secret.get_secret_value().encode(), digestmod=hashlib.sha256)
     digest.update(f"{timestamp}.".encode())
     spool = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY_BYTES)  # noqa: SIM115 (returned)
     limit, size = body_limit(settings), 0
@@ -107,7 +127,12 @@ def parse_event(body: IO[bytes]) -> WebhookEventIn:
 @router.post("/ingest")
 async def ingest_webhook(request: Request, services: ServicesDep) -> JSONResponse:
     """Apply a signed ``document.created|updated|deleted`` event (see module docs)."""
-    with await read_signed_body(services.settings, request) as body:
+    secret, tenant = webhook_secret(services.settings, request, services.keys.required())
+    with await read_signed_body(services.settings, request, secret) as body:
         event = await run_in_threadpool(parse_event, body)
+    if tenant is not None:  # a tenant's secret acts for that tenant only
+        if event.tenant not in (None, tenant):
+            raise Forbidden("The event names another tenant than its secret's.")
+        event = event.model_copy(update={"tenant": tenant})
     status, payload = await run_in_threadpool(services.documents.events.handle, event)
     return JSONResponse(payload, status_code=status)

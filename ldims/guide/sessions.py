@@ -2,9 +2,15 @@
 
 A session is one JSON value under ``{prefix}ldims:guide:session:{id}``. Its id is an
 unguessable handle (192 random bits); the record names the tenant that created it, and a
-caller of another tenant gets ``FORBIDDEN``. The record carries its own ``expires_at``
-(``LDIMS_GUIDE_SESSION_TTL_SECONDS`` after the last step), while Redis keeps the key a day
-longer, so a late caller hears "expired" rather than "never existed".
+caller of another tenant gets ``SESSION_NOT_FOUND``, as for an id that never existed. The
+record carries its own ``expires_at`` (``LDIMS_GUIDE_SESSION_TTL_SECONDS`` after the last
+step), while Redis keeps the key a little longer (a tenth of the TTL, at most five minutes),
+so a caller just late hears "expired" rather than "never existed".
+
+Each tenant holds at most ``LDIMS_GUIDE_MAX_SESSIONS_PER_TENANT`` sessions (a sorted set of
+its ids by expiry under ``{prefix}ldims:guide:tenant:{tenant}``): a new one beyond it ends
+the tenant's session that would expire first, so one tenant's callers cannot fill the shared
+Redis, and never end another tenant's sessions.
 """
 
 from __future__ import annotations
@@ -17,10 +23,9 @@ from typing import Any
 
 import redis
 
-from ldims.errors import Forbidden
 from ldims.guide.errors import GuideUnavailable, SessionExpired, SessionNotFound
 
-_GRACE_SECONDS = 86_400
+_GRACE_SECONDS = 300
 _MAX_STEPS = 200  # history kept per session; older steps are dropped
 
 
@@ -54,25 +59,56 @@ _FIELDS = frozenset(f.name for f in fields(SessionRecord))
 
 
 class SessionStore:
-    def __init__(self, client: redis.Redis, ttl_seconds: int, prefix: str = "") -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        ttl_seconds: int,
+        prefix: str = "",
+        max_per_tenant: int = 1000,
+    ) -> None:
         self.client = client
         self.ttl = timedelta(seconds=ttl_seconds)
         self.prefix = prefix
+        self.max_per_tenant = max_per_tenant
 
     @classmethod
-    def from_url(cls, url: str, ttl_seconds: int, prefix: str = "") -> SessionStore:
+    def from_url(
+        cls, url: str, ttl_seconds: int, prefix: str = "", max_per_tenant: int = 1000
+    ) -> SessionStore:
         client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-        return cls(client, ttl_seconds, prefix)
+        return cls(client, ttl_seconds, prefix, max_per_tenant)
 
     def new_id(self) -> str:
         return "gs_" + secrets.token_urlsafe(24)
 
     def save(self, record: SessionRecord) -> None:
         stamp = now()
+        new = not record.created_at
         record.created_at = record.created_at or stamp.isoformat()
-        record.expires_at = (stamp + self.ttl).isoformat()
-        seconds = int(self.ttl.total_seconds()) + _GRACE_SECONDS
-        self._call(self.client.set, self._key(record.id), json.dumps(asdict(record)), ex=seconds)
+        expires = stamp + self.ttl
+        record.expires_at = expires.isoformat()
+        ttl = int(self.ttl.total_seconds())
+        seconds = ttl + min(_GRACE_SECONDS, max(ttl // 10, 1))
+        tenant_key = self._tenant_key(record.tenant)
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(self._key(record.id), json.dumps(asdict(record)), ex=seconds)
+            pipe.zadd(tenant_key, {record.id: expires.timestamp()})
+            pipe.zremrangebyscore(tenant_key, "-inf", stamp.timestamp() - seconds + ttl)
+            pipe.expire(tenant_key, seconds)
+            pipe.zcard(tenant_key)
+            answers = self._call(pipe.execute)
+        if new and answers[-1] > self.max_per_tenant:
+            self._evict(tenant_key, int(answers[-1]) - self.max_per_tenant, record.id)
+
+    def _evict(self, tenant_key: str, count: int, keep: str) -> None:
+        """End the ``count`` sessions of a tenant that would expire first (never ``keep``)."""
+        oldest = self._call(self.client.zrange, tenant_key, 0, count)
+        ids = [raw.decode() for raw in oldest if raw.decode() != keep][:count]
+        if ids:
+            with self.client.pipeline(transaction=True) as pipe:
+                pipe.delete(*(self._key(session_id) for session_id in ids))
+                pipe.zrem(tenant_key, *ids)
+                self._call(pipe.execute)
 
     def load(self, session_id: str, tenant: str) -> SessionRecord:
         raw = self._call(self.client.get, self._key(session_id))
@@ -81,14 +117,17 @@ class SessionStore:
         # Fields this version does not know (a record from another version) are left out.
         data = json.loads(raw)
         record = SessionRecord(**{k: v for k, v in data.items() if k in _FIELDS})
-        if record.tenant != tenant:
-            raise Forbidden("This session belongs to another tenant.", sessionId=session_id)
+        if record.tenant != tenant:  # as if it did not exist: no oracle of other tenants' ids
+            raise SessionNotFound(sessionId=session_id)
         if datetime.fromisoformat(record.expires_at) <= now():
             raise SessionExpired(sessionId=session_id, expiredAt=record.expires_at)
         return record
 
     def _key(self, session_id: str) -> str:
         return f"{self.prefix}ldims:guide:session:{session_id}"
+
+    def _tenant_key(self, tenant: str) -> str:
+        return f"{self.prefix}ldims:guide:tenant:{tenant}"
 
     def _call(self, function: Any, *args: Any, **kwargs: Any) -> Any:
         try:

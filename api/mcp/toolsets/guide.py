@@ -6,8 +6,8 @@ Field names are the seed's (``SessionState``: ``session_id``, ``response``, ``cu
 ``options[]`` {``id``, ``description``}, ``is_complete``); LDIMS adds ``tree_id``,
 ``node_id``, ``documents`` (snippets a node links to, from the caller's own documents) and
 ``notice``. Errors are ``isError`` results: ``INVALID_OPTION`` (with ``validOptions``),
-``SESSION_NOT_FOUND``, ``SESSION_EXPIRED``, ``SESSION_COMPLETE``, ``FORBIDDEN`` (another
-tenant's session), ``INVALID_INPUT``, ``GUIDE_UNAVAILABLE``.
+``SESSION_NOT_FOUND`` (also for another tenant's session), ``SESSION_EXPIRED``,
+``SESSION_COMPLETE``, ``INVALID_INPUT``, ``GUIDE_UNAVAILABLE``.
 
 (No ``from __future__ import annotations``: the SDK reads the tools' annotations.)
 """
@@ -78,6 +78,7 @@ def register(server: LdimsMCP) -> None:
         settings.effective_redis_url,
         settings.guide_session_ttl_seconds,
         prefix=settings.redis_key_prefix,
+        max_per_tenant=settings.guide_max_sessions_per_tenant,
     )
     server.on_close(sessions.client.close)
 
