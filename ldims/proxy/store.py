@@ -11,7 +11,6 @@ Another tenant's document is not found, exactly like an unknown id (no existence
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections import OrderedDict
@@ -92,7 +91,9 @@ class ProxyStore:
     ) -> None:
         self.catalog = catalog
         self.extracts = extracts
+        # One breaker per store: the catalog answering must not close the document store's.
         self.breaker = breaker or CircuitBreaker()
+        self.catalog_breaker = CircuitBreaker()
         self._cache: OrderedDict[tuple[str, str], DocumentView] = OrderedDict()
         self._cached_chars = 0
         self._cache_chars = cache_chars
@@ -100,7 +101,7 @@ class ProxyStore:
 
     def record(self, caller: Caller, doc_id: str) -> Document:
         """The caller's document record; ``NotFound`` for an unknown id or another tenant's."""
-        document = self._guarded(lambda: self._record(doc_id))
+        document = self._guarded(lambda: self._record(doc_id), self.catalog_breaker)
         if document is None or document.tenant != caller.tenant:
             raise NotFound(f"Document {doc_id} not found.", doc_id=doc_id)
         return document
@@ -121,23 +122,24 @@ class ProxyStore:
                 self._cache.move_to_end(key)
                 # The record may have changed (title, tags) though the content did not.
                 return cached if cached.document is document else _with_record(cached, document)
-        view = _view_of(document, self._guarded(lambda: self._load(document)))
+        view = _view_of(document, self._guarded(lambda: self._load(document), self.breaker))
         self._keep(key, view)
         return view
 
     # --- store access: one retry, then the breaker counts a failure ---------------------------
-    def _guarded(self, read: Callable[[], T]) -> T:
-        if not self.breaker.allow():
-            raise StoreUnavailable(component="document store", circuit="open")
+    def _guarded(self, read: Callable[[], T], breaker: CircuitBreaker) -> T:
+        component = "catalog" if breaker is self.catalog_breaker else "document store"
+        if not breaker.allow():
+            raise StoreUnavailable(component=component, circuit="open")
         for attempt in (1, 2):
             try:
                 value = read()
             except (OSError, ConnectionError, TimeoutError, _CatalogDown) as exc:
                 if attempt == 2:
-                    self.breaker.failed()
-                    raise StoreUnavailable(component="document store") from exc
+                    breaker.failed()
+                    raise StoreUnavailable(component=component) from exc
                 continue
-            self.breaker.succeeded()
+            breaker.succeeded()
             return value
         raise AssertionError("unreachable")
 
@@ -222,4 +224,4 @@ def _tags(metadata: dict[str, object]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(tag).strip()[:64] for tag in raw if str(tag).strip()))[:32]
 
 
-__all__ = ["CircuitBreaker", "DocumentView", "ProxyStore", "json"]
+__all__ = ["CircuitBreaker", "DocumentView", "ProxyStore"]
