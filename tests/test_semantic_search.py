@@ -24,7 +24,7 @@ from indexer.embedding import (
     load_embedder,
 )
 from indexer.rerank import OnnxCrossEncoder
-from indexer.vectors import VectorStore
+from indexer.vectors import DenseHit, VectorRow, VectorStore
 from tests.conftest import free_port, wait_until
 from workers.embed import embed_documents
 
@@ -461,3 +461,47 @@ def test_the_embedding_gate_admits_in_order_of_arrival() -> None:
 def _enter(gate: object, order: list[int], number: int) -> None:
     with gate:  # type: ignore[attr-defined]
         order.append(number)
+
+
+def test_vector_feedback_moves_the_query_towards_the_best_fused_documents(
+    tmp_path: Path,
+) -> None:
+    """Hand-made vectors (3 dimensions) so the effect is exact: the keyword list holds only
+    "alpha"; the query's vector is nearest C; feedback from the best fused document (A, which
+    both lists rank) pulls B, A's neighbour, above C."""
+    vectors = {
+        "doc-a": [0.0, 1.0, 0.0],
+        "doc-b": [0.0, 0.9, 0.436],
+        "doc-c": [0.3, 0.0, 0.954],
+    }
+    texts = {"doc-a": "alpha report", "doc-b": "beta memo", "doc-c": "gamma note"}
+    documents = [document(doc_id, texts[doc_id]) for doc_id in vectors]
+    index = DocumentIndex(tmp_path / "index", vectors=VectorStore(tmp_path / "vectors"))
+    with index.batch() as batch:
+        for indexed in documents:
+            batch.replace(indexed)
+    assert index.vectors is not None
+    with index.vectors.writer("toy", 3) as writer:
+        for doc_id, vector in vectors.items():
+            row = VectorRow(doc_id, 0, 1, TENANT, "default")
+            writer.replace(doc_id, [row], np.array([vector], dtype=np.float32))
+    query = np.array([0.0, 0.2, 0.98], dtype=np.float32)
+
+    def ranked(feedback: int) -> list[str]:
+        request = SearchRequest(
+            tenant=TENANT,
+            query="alpha",
+            mode="hybrid",
+            vector=query,
+            fingerprint="toy",
+            feedback_documents=feedback,
+        )
+        return [hit.document_id for hit in index.search(request).hits]
+
+    assert ranked(0) == ["doc-a", "doc-c", "doc-b"]
+    assert ranked(1) == ["doc-a", "doc-b", "doc-c"]
+    found = index.vectors.vectors_of(
+        [DenseHit("doc-b", 0, 1, 0.0), DenseHit("doc-b", 0, 2, 0.0)], "toy"
+    )
+    assert found.shape == (1, 3) and np.allclose(found[0], vectors["doc-b"], atol=1e-3)
+    assert index.vectors.vectors_of([DenseHit("doc-b", 0, 1, 0.0)], "other").shape[0] == 0
