@@ -219,3 +219,36 @@ def test_keys_and_audit_commands(tmp_path: Path, shared_redis: RedisServer) -> N
     assert [(r["tool"], r["doc"], r["tokens"]) for r in map(json.loads, lines)] == [
         ("read_doc_pages", "d9", 12)
     ]
+
+
+def test_a_huge_page_is_cut_before_masking_and_still_masked_and_bounded(
+    tmp_path: Path, catalog: Catalog, shared_redis: RedisServer
+) -> None:
+    from ldims.proxy import AuditTrail, Proxy, ProxyConfig
+
+    extracts = ExtractStore(tmp_path / "extracts")
+    sha = "d" * 64
+    line = "Contact ops@example.com about the nightly build of the archive server.\n"
+    extracts.save(
+        sha,
+        ExtractionResult(
+            format="text/markdown", extractor="t", text="x", pages=[Page(1, line * 40_000)]
+        ),
+    )
+    add(catalog, "huge", "acme", sha)
+    client = redis.Redis.from_url(shared_redis.url)
+    proxy = Proxy(
+        ProxyStore(catalog, extracts),
+        Limiter(client, LimitSettings(), prefix="t-huge:"),
+        AuditTrail(catalog),
+        ProxyConfig(chunk_limit_tokens=300),
+    )
+    result = proxy.call(
+        Caller("acme"), "read_doc_pages", {"doc_id": "huge", "page_start": 1, "page_end": 1}
+    )
+    assert 250 <= result["tokens"] <= 300 and result["tokens_total"] is None
+    assert result["meta"]["truncated"] and "ops@example.com" not in result["text"]
+    assert result["text"].count("[EMAIL]") == result["meta"]["masked"]["email"] > 10
+    proxy.audit.flush()
+    for key in client.scan_iter("t-huge:*"):
+        client.delete(key)

@@ -38,6 +38,9 @@ TOOLS = (*DOC_TOOLS, "list_available_tools")
 MAX_LOCAL_RESULTS = 5
 MAX_SECTIONS_LISTED = 200
 SNIPPET_CHARS = 240
+# Characters of a text kept per token of DOC_CHUNK_LIMIT_TOKENS before masking and counting
+# (o200k_base averages ~4 characters a token in English, fewer in Russian and Chinese).
+PRECUT_CHARS_PER_TOKEN = 16
 MAX_TRACE_CHARS = 128
 REQUIRED_SCOPE = "read"
 
@@ -304,11 +307,22 @@ class Proxy:
         fields: dict[str, Any],
     ) -> _Output:
         masked: dict[str, int] = {}
+        # A long text (a 3 MB page) is first cut, at a line end, to what can hold the token
+        # limit many times over, so masking and counting never run over megabytes. What the
+        # pre-cut leaves at its end (perhaps half an e-mail address) lies far past the token
+        # cut that follows and never reaches the answer.
+        bound = self.config.chunk_limit_tokens * PRECUT_CHARS_PER_TOKEN
+        precut = len(text) > bound
+        if precut:
+            line_end = text.rfind("\n", 0, bound)
+            text = text[: line_end if line_end > bound // 2 else bound]
         clean = self._masked(text, masked)
         for key in ("heading",):
             if key in fields:
                 fields[key] = self._masked(fields[key], masked)
         cut = trim_to_tokens(clean, self.config.chunk_limit_tokens)
+        if precut and not cut.truncated:  # only whitespace-like text is this sparse: cut more
+            cut = trim_to_tokens(cut.text, max(cut.tokens - 64, 0))
         grant = self._grant(caller, generation, doc_id, cut.tokens, len(cut.text.encode()))
         final = cut
         if grant.tokens < cut.tokens or grant.bytes < len(cut.text.encode()):
@@ -322,8 +336,10 @@ class Proxy:
         if not final.text and cut.text:  # what is left of the budget holds no whole sentence
             self._spent(caller, generation, doc_id)
         result = {"text": final.text, **fields, "tokens": final.tokens}
-        output = _Output(result, masked, final.tokens, size, cut.truncated or final.truncated)
-        output.result["tokens_total"] = cut.original_tokens
+        returned = _counts_in(final.text, masked)
+        output = _Output(result, returned, final.tokens, size, cut.truncated or final.truncated)
+        # The whole text's tokens, when it was counted (not after a pre-cut).
+        output.result["tokens_total"] = None if precut else cut.original_tokens
         return output
 
     def _structured_result(
@@ -408,6 +424,13 @@ class Proxy:
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
         )
+
+
+def _counts_in(text: str, masked: dict[str, int]) -> dict[str, int]:
+    """The masked counts of what a cut text still holds (its placeholders, at most the
+    count masked in the whole text: a placeholder may have been in the document already)."""
+    counts = {kind: min(count, text.count(f"[{kind.upper()}]")) for kind, count in masked.items()}
+    return {kind: count for kind, count in counts.items() if count}
 
 
 def _parse(tool: str, arguments: dict[str, Any] | None) -> Any:
