@@ -628,6 +628,16 @@ class Settings(BaseSettings):
             raise ValueError("webhook secret must be at least 16 characters and not a placeholder")
         return value
 
+    @field_validator("mcp_proxy_mask")
+    @classmethod
+    def _known_mask_kinds(cls, value: list[str] | None) -> list[str] | None:
+        from ldims.proxy.masking import MASK_KINDS
+
+        unknown = sorted(set(value or ()) - set(MASK_KINDS))
+        if unknown:
+            raise ValueError(f"unknown mask kinds {unknown}; known: {', '.join(MASK_KINDS)}")
+        return value
+
     @field_validator("webhook_secrets")
     @classmethod
     def _no_placeholder_secrets(cls, value: dict[str, SecretStr]) -> dict[str, SecretStr]:

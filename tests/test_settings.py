@@ -91,3 +91,9 @@ def test_the_sql_toolset_is_on_by_default_only_with_a_database() -> None:
         "proxy",
     ]
     assert "reader@db" not in repr(with_url)  # the URL may hold a password: a secret
+
+
+def test_unknown_mask_kinds_are_refused_at_start_up() -> None:
+    assert Settings(mcp_proxy_mask=["email", "ru_inn"]).mcp_proxy_mask == ["email", "ru_inn"]
+    with pytest.raises(ValidationError, match="unknown mask kinds"):
+        Settings(mcp_proxy_mask=["emial"])

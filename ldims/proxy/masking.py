@@ -175,7 +175,7 @@ def _context(text: str, start: int, words: re.Pattern[str], reach: int = 48) -> 
     return words.search(text, max(0, start - reach), start) is not None
 
 
-# --- private keys, JWTs, API keys, bearer tokens -------------------------------------------------
+# --- private keys, JWTs, API keys, bearer tokens --------------------------------------------------
 
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
 # A key cut off before its END line: its header and base64 lines.
@@ -259,8 +259,16 @@ def _api_keys(scan: _Scan) -> Iterator[Span]:
         if at and text[at - 1] in _TOKEN_CHARS:
             continue
         match = _API_KEY.match(text, at)
-        if match and any(c.isdigit() for c in match.group()[4:]):
+        if match and _random_enough(match.group()):
             yield Span(match.start(), match.end(), "api_key")
+
+
+def _random_enough(key: str) -> bool:
+    """Other prefixes are distinctive; "sk-" starts words too ("sk-management-overview")."""
+    if not key.startswith("sk-"):
+        return True
+    body = key[3:]
+    return any(c.isdigit() for c in body) or (body.lower() != body and body.upper() != body)
 
 
 _BEARER = re.compile(r"(?i:bearer)[ \t]+([A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])")
@@ -289,9 +297,9 @@ def _basic_credentials(value: str) -> bool:
     return ":" in decoded and decoded.isprintable()
 
 
-# --- passwords: the value of a secret-named key ----------------------------------------------------
+# --- passwords: the value of a secret-named key ---------------------------------------------------
 
-_SECRET_ANCHORS = ("pass", "pwd", "secret", "token", "key", "пароль")
+_SECRET_ANCHORS = ("pass", "pw", "secret", "token", "key", "пароль")
 _CJK_SECRETS = ("密码", "口令", "密钥")
 _KEY_TAIL = re.compile(r"[A-Za-z0-9_.\-а-яёА-ЯЁ]{0,64}")  # bounded: "pass" * 10**5 is linear
 _CAMEL = re.compile(r"([a-z0-9])([A-Z])")
@@ -301,10 +309,11 @@ _SECRET_WORDS = frozenset(
 )
 _KEY_QUALIFIERS = frozenset({"api", "access", "secret", "private", "auth", "client", "signing"})
 _ASSIGN = re.compile(
-    r"""["'\]]?[ \t]*(?:=>|:=|[:=：]|是|为)[ \t]*"""
+    r"""["'\]]{0,2}(?:[ \t]*(?:=>|:=|[:=：]|是|为)| [—–-](?= ))[ \t]*"""  # also "Пароль — x"
     r"""(?:"(?P<dq>[^"\r\n]{1,256})"|'(?P<sq>[^'\r\n]{1,256})'|(?P<bare>[^\s"'<>,;]{1,256}))"""
 )
 _CJK = re.compile(r"[\u3000-\u9fff\uff00-\uffef]")  # CJK prose, full-width punctuation
+_PROSE_AFTER = re.compile(r" [^\W\d_]")  # one word, then another: a sentence goes on
 _NEXT_PAIR = re.compile(r"&[A-Za-z_][A-Za-z0-9_]*=")
 _NOT_SECRETS = frozenset({"null", "none", "nil", "true", "false", "undefined", "required"})
 _URL_CREDENTIALS = re.compile(r"[A-Za-z][A-Za-z0-9+.-]{0,15}://[^\s:/@]{1,64}:([^\s/@]{1,128})@")
@@ -374,6 +383,9 @@ def _assigned_value(text: str, key_end: int) -> tuple[int, int] | None:
         return None
     if group == "bare":
         end = start + len(_trimmed(text[start:end]))
+        # "To change your password: open Settings" is a sentence, not a password.
+        if text[start:end].isalpha() and _PROSE_AFTER.match(text, end):
+            return None
     value = text[start:end]
     if (
         not any(c.isalnum() for c in value)  # "****", "..."
@@ -384,7 +396,7 @@ def _assigned_value(text: str, key_end: int) -> tuple[int, int] | None:
     return start, end
 
 
-# --- e-mail ----------------------------------------------------------------------------------------
+# --- e-mail ---------------------------------------------------------------------------------------
 
 _EMAIL_CHAR = r"A-Za-z0-9а-яёА-ЯЁ"
 _EMAIL = re.compile(
@@ -392,8 +404,8 @@ _EMAIL = re.compile(
     rf"(?:[{_EMAIL_CHAR}](?:[{_EMAIL_CHAR}-]{{0,61}}[{_EMAIL_CHAR}])?\.)+"
     rf"[A-Za-zа-яёА-ЯЁ]{{2,24}}(?![{_EMAIL_CHAR}_-])"
 )
+_USER_INFO = re.compile(r"://[^\s/@]{0,128}$")
 # "icon@2x.png" is a retina image, not an address.
-_USER_INFO = re.compile(r"://(?:[^\s/@:]{1,64}:)?$")
 _FILE_SUFFIXES = frozenset({"png", "jpg", "jpeg", "gif", "svg", "webp", "bmp", "ico", "pdf"})
 
 
@@ -416,20 +428,26 @@ def _emails(scan: _Scan) -> Iterator[Span]:
                 yield Span(match.start(), match.end(), "email")
 
 
-# --- numbers: cards, IBANs, INN, SNILS, RIC, phones ------------------------------------------------
+# --- numbers: cards, IBANs, INN, SNILS, RIC, phones -----------------------------------------------
 
-# Seven or more digits close together: where every number below has to be.
-_CLUSTER = re.compile(r"[+(0-9](?:[ \u00a0()./-]{0,3}[0-9]){6,}")
+# Seven or more digits close together, where every number below has to be, or the check
+# digits of an IBAN whose account number holds letters ("KZ20 901F FLZM 764J WTEK").
+_CLUSTER = re.compile(
+    r"[+(0-9](?:(?:[ \u00a0()./-]{0,3}[0-9]){6,}|(?<=[A-Z]{2}[0-9])[0-9](?= ?[A-Z0-9]{4}))"
+)
 _NOT_AFTER = r"(?<![0-9A-Za-z_.-])"  # not the tail of a word, a version or a longer number
 _NOT_BEFORE = r"(?![0-9A-Za-z_])(?![.-][0-9A-Za-z])"
-_CARD = re.compile(rf"{_NOT_AFTER}(?<![0-9][ -])[0-9](?:[ -]?[0-9]){{12,18}}{_NOT_BEFORE}(?![ -][0-9])")
+_CARD = re.compile(
+    rf"{_NOT_AFTER}(?<![0-9][ -])[0-9](?:[ \u00a0-]?[0-9]){{12,18}}{_NOT_BEFORE}(?![ -][0-9])"
+)
+_CARD_SEPARATOR = re.compile("[ \u00a0-]")
 _CARD_PREFIX = re.compile(r"4|5|6|3[0456789]|2(?:20[0-4]|22[1-9]|2[3-9]|[3-6]|7[01]|720)")
 _IBAN = re.compile(
     r"(?<![A-Za-z0-9])[A-Z]{2}[0-9]{2}(?:[ \u00a0]?[A-Z0-9]{4}){2,7}(?:[ \u00a0]?[A-Z0-9]{1,3})?"
     r"(?![A-Za-z0-9])"
 )
 _INN = re.compile(rf"{_NOT_AFTER}(?:[0-9]{{12}}|[0-9]{{10}}){_NOT_BEFORE}")
-_INN_WORDS = re.compile(r"(?i)инн|\binn\b|\btin\b|taxpayer|налогоплательщ|纳税|税号")
+_INN_WORDS = re.compile(r"(?i)\bинн\b|\binn\b|\btin\b|taxpayer|налогоплательщ|纳税|税号")
 _SNILS = re.compile(
     rf"{_NOT_AFTER}(?<![0-9] )[0-9]{{3}}([ -]?)[0-9]{{3}}\1[0-9]{{3}}[ -]?[0-9]{{2}}"
     rf"{_NOT_BEFORE}(?! [0-9])"
@@ -452,22 +470,22 @@ def _numbers(scan: _Scan) -> Iterator[Span]:
         yield from _snilses(text, low, high)
         yield from _resident_ids(text, low, high)
         yield from _phones(text, low, high)
-        yield from _ibans(text, max(0, start - 12), min(size, end + 24), start)
+        yield from _ibans(text, max(0, start - 12), min(size, end + 48), start)
 
 
 def _cards(text: str, low: int, high: int) -> Iterator[Span]:
     for match in _CARD.finditer(text, low, high):
         raw = match.group()
-        digits = raw.replace(" ", "").replace("-", "")
+        digits = _CARD_SEPARATOR.sub("", raw)
         if _card_grouping(raw) and _CARD_PREFIX.match(digits) and luhn.is_valid(digits):
             yield Span(match.start(), match.end(), "card")
 
 
 def _card_grouping(raw: str) -> bool:
     """One separator used throughout, in groups of four (the last shorter), or Amex's 4-6-5."""
-    if " " in raw and "-" in raw:
+    if len(set(_CARD_SEPARATOR.findall(raw))) > 1:
         return False
-    sizes = [len(group) for group in re.split("[ -]", raw)]
+    sizes = [len(group) for group in _CARD_SEPARATOR.split(raw)]
     return (
         len(sizes) == 1
         or sizes in ([4, 6, 5], [4, 6, 4])
@@ -481,7 +499,7 @@ def _ibans(text: str, low: int, high: int, cluster_start: int) -> Iterator[Span]
             break
         # The pattern may have taken a word after the number: drop groups until it checks.
         groups = match.group().split()
-        while len(groups) >= 3 or (groups and len(groups[0]) > 15):
+        while sum(len(group) for group in groups) >= 15:  # Norway's, the shortest IBAN
             candidate = " ".join(groups)
             if iban.is_valid(candidate):
                 yield Span(match.start(), match.start() + len(candidate), "iban")
@@ -512,7 +530,9 @@ def _snils_valid(digits: str) -> bool:
     """The SNILS check number (python-stdnum has none): numbers up to 001-001-998 have none."""
     if int(digits[:9]) <= 1001998:
         return False
-    total = sum(int(digit) * weight for digit, weight in zip(digits[:9], range(9, 0, -1)))
+    total = sum(
+        int(digit) * weight for digit, weight in zip(digits[:9], range(9, 0, -1), strict=True)
+    )
     return total % 101 % 100 == int(digits[9:])
 
 
@@ -529,12 +549,14 @@ def _resident_ids(text: str, low: int, high: int) -> Iterator[Span]:
 
 _PHONE = re.compile(
     r"(?<![0-9A-Za-z+_])(?<![0-9][ \u00a0.,/-])(?:"
-    r"(?P<intl>\+[1-9][0-9]{0,2}(?:[ \u00a0.-]?(?:\([0-9]{1,5}\)|[0-9]{1,5})){1,6}+)"
-    r"|(?P<ru>8[ \u00a0-]?(?:\([0-9]{3,5}\)|[0-9]{3,5})[ \u00a0-]?[0-9]{1,3}(?:[ \u00a0-]?[0-9]{2}){2})"
+    r"(?P<intl>(?:\+|00)[1-9][0-9]{0,2}(?:[ \u00a0.-]?(?:\([0-9]{1,5}\)|[0-9]{1,5})){1,6}+)"
+    r"|(?P<ru>8[ \u00a0-]?(?:\([0-9]{3,5}\)|[0-9]{3,5})[ \u00a0-]?[0-9]{1,3}"
+    r"(?:[ \u00a0-]?[0-9]{2}){2})"
     r"|(?P<cn>1[3-9][0-9](?:[ \u00a0-]?[0-9]{4}){2})"
+    r"|(?P<cn400>[48]00-[0-9]{3}-[0-9]{4})"  # China's 400-810-8888 (and 800: also the US's)
     r"|(?P<us>(?:1[ .-])?(?:\([2-9][0-9]{2}\)[ \u00a0]?|[2-9][0-9]{2}[ .-])[0-9]{3}[ .-][0-9]{4})"
     r"|(?P<zero>(?:\(0[1-9][0-9]{0,4}\)[ \u00a0]?|0[1-9][0-9]{0,4}[ \u00a0/-])"
-    r"[0-9]{2,8}(?:[ \u00a0-][0-9]{2,4}){0,2})"
+    r"[0-9]{3,8}(?:[ \u00a0-][0-9]{3,4})?)"
     r"|(?P<paren>\([0-9]{3,5}\)[ \u00a0]?[0-9]{1,3}(?:-[0-9]{2}){2})"
     r"|(?P<local>[0-9]{3}-[0-9]{2}-[0-9]{2})"
     r"|(?P<bare>[0-9]{7,15})"
@@ -544,13 +566,14 @@ _PHONE_REGIONS: dict[str, tuple[str | None, ...]] = {
     "intl": (None,),
     "ru": ("RU",),
     "cn": ("CN",),
+    "cn400": ("CN", "US"),
     "us": ("US",),
     "zero": ("CN", "GB", "DE"),
     "paren": ("RU", "US", "CN", "GB", "DE"),
     "bare": ("RU", "CN", "US", "GB", "DE"),
 }
 _PHONE_WORDS = re.compile(
-    r"(?i)тел|phone|\btel\b|mobile|\bcell|\bcall|fax|факс|моб|звон|whats ?app|viber|telegram"
+    r"(?i)\bтел|phone|\btel\b|mobile|\bcell|\bcall|fax|факс|\bмоб|звон|whats ?app|viber|telegram"
     r"|contact|контакт|电话|手机|联系|致电|拨打|热线|传真|微信"
 )
 # A number right after these is an order, an invoice or a book, however it is grouped.
@@ -558,7 +581,7 @@ _NOT_PHONE = re.compile(
     r"(?i)(?:№|#|isbn|issn|order|invoice|заказ\w*|сч[её]т\w*|артикул\w*|sku|订单号?|发票号?|编号|单号)"
     r"[ \t]*[:：]?[ \t]*$"
 )
-_DATE_LIKE = re.compile(r"[0-9]{1,4}([./-])[0-9]{1,2}\1[0-9]{2,4}")
+_DATE_LIKE = re.compile(r"(?:[0-9]{1,2}|[0-9]{4})([./-])[0-9]{1,2}\1(?:[0-9]{2}|[0-9]{4})")
 
 
 def _phones(text: str, low: int, high: int) -> Iterator[Span]:
@@ -572,7 +595,9 @@ def _phones(text: str, low: int, high: int) -> Iterator[Span]:
             text, match.start(), _PHONE_WORDS, 40
         ):
             continue
-        if shape == "local" or _valid_phone(number, _PHONE_REGIONS[shape]):
+        if number.startswith("00"):  # 0049 30 …: the international prefix from Europe
+            number = "+" + number[2:]
+        if shape == "local" or _valid_phone(number, _PHONE_REGIONS.get(shape, ())):
             yield Span(match.start(), match.end(), "phone")
 
 
@@ -586,7 +611,7 @@ def _valid_phone(number: str, regions: tuple[str | None, ...]) -> bool:
     return False
 
 
-# --- passports: only beside a word that says so ------------------------------------------------------
+# --- passports: only beside a word that says so ---------------------------------------------------
 
 _PASSPORT_WORDS = ("паспорт", "passport", "серия", "серии", "护照")
 _PASSPORT = re.compile(
@@ -604,10 +629,13 @@ def _passports(scan: _Scan) -> Iterator[Span]:
             start = at + len(word)
             window_end = min(size, start + _PASSPORT_REACH + 24)
             match = _PASSPORT.search(text, start, window_end)
-            # the window's end would hide a seventh digit from the lookahead
-            if match and match.start() <= start + _PASSPORT_REACH:
-                if match.end() < window_end or window_end == size:
-                    yield Span(match.start(), match.end(), "ru_passport")
+            if (
+                match
+                and match.start() <= start + _PASSPORT_REACH
+                # the window's end would hide a seventh digit from the lookahead
+                and (match.end() < window_end or window_end == size)
+            ):
+                yield Span(match.start(), match.end(), "ru_passport")
 
 
 _DETECTORS: tuple[tuple[frozenset[str], Callable[[_Scan], Iterator[Span]]], ...] = (
