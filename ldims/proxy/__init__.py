@@ -20,7 +20,7 @@ from ldims.proxy.errors import (
 from ldims.proxy.limits import Limiter, LimitSettings
 from ldims.proxy.store import CircuitBreaker, ProxyStore
 from ldims.settings import Settings
-from workers import ExtractStore
+from workers.extracts import ExtractStore
 
 __all__ = [
     "DOC_TOOLS",

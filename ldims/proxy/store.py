@@ -23,7 +23,8 @@ from ldims.catalog import Catalog, Document, DocumentStatus, repository
 from ldims.errors import ContentUnavailable, NotFound, StillProcessing
 from ldims.proxy.errors import StoreUnavailable, ToolError
 from ldims.proxy.sections import SectionView, sections_of
-from workers import ExtractionResult, ExtractStore
+from workers.extraction.result import ExtractionResult
+from workers.extracts import ExtractStore
 
 T = TypeVar("T")
 
