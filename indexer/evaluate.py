@@ -166,14 +166,53 @@ class Snapshot:
     def chunk_number(self, document_id: str, chunk: int) -> int | None:
         """The live chunk ``chunk`` of ``document_id`` by the guess of :meth:`first_chunks`
         (None: the guess is not it; the caller then looks the chunk up by its id)."""
+        first = self.first_chunks()  # first: it gives every document of the index its ordinal
         ordinal = self.store.ordinal(document_id)
-        first = self.first_chunks()
         if ordinal is None or ordinal >= first.size or first[ordinal] < 0:
             return None
         docnum = int(first[ordinal]) + chunk
         if docnum >= self.size or not self.alive()[docnum]:
             return None
         return docnum if self.documents()[docnum] == ordinal else None
+
+    def document_chunks(self, document_id: str) -> np.ndarray:
+        """The live chunks of ``document_id``, ascending (one array scan, no term lookup)."""
+        first = self.first_chunks()  # first: it gives every document of the index its ordinal
+        ordinal = self.store.ordinal(document_id)
+        if ordinal is None:
+            return np.zeros(0, dtype=np.int64)
+        if ordinal >= first.size or first[ordinal] < 0:
+            return np.zeros(0, dtype=np.int64)
+        documents, alive = self.documents(), self.alive()
+        # A document's chunks usually follow its first one; the whole column only if not.
+        start = int(first[ordinal])
+        end = start
+        while end < self.size and documents[end] == ordinal:
+            end += 1
+        found = np.arange(start, end, dtype=np.int64)[alive[start:end]]
+        rest = np.flatnonzero((documents[end:] == ordinal) & alive[end:]) + end
+        return np.concatenate([found, rest]) if rest.size else found
+
+    def field_lengths(self, fieldname: str) -> np.ndarray:
+        """Each chunk's length in ``fieldname`` (terms), over the whole index."""
+        return self._concatenate(
+            lambda arrays, reader: self.store.lengths(arrays, reader, fieldname), np.float64
+        )
+
+    def term_postings(self, fieldname: str, text: bytes) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk numbers ascending, term frequencies) of a term over the whole index."""
+        ids: list[np.ndarray] = []
+        tfs: list[np.ndarray] = []
+        for leaf in self.leaves:
+            found, frequencies = self.store.term(
+                leaf.arrays, leaf.searcher.reader(), fieldname, text
+            )
+            if len(found):
+                ids.append(found.astype(np.int64) + leaf.offset)
+                tfs.append(frequencies)
+        if not ids:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float64)
+        return np.concatenate(ids), np.concatenate(tfs)
 
     def days(self) -> np.ndarray:
         days = self.caches.days

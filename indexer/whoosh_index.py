@@ -52,6 +52,7 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
+from indexer.passages import PassageHit, search_document
 from indexer.rerank import Reranker
 from indexer.schema import SCHEMA_VERSION, build_schema
 from indexer.search import check_keyword_cost, run_search
@@ -423,6 +424,22 @@ class DocumentIndex:
                     snapshot.searcher, request, snapshot, self.limits, self.vectors, self.reranker
                 )
             return run_search(snapshot.searcher, request, snapshot, self.limits)
+
+    def search_document(
+        self,
+        document_id: str,
+        version: int,
+        query: str,
+        limit: int,
+        snippet_chars: int = 240,
+        within: float | None = None,
+    ) -> tuple[list[PassageHit], int]:
+        """The best chunks of one document for ``query``, by the document's own statistics
+        (:mod:`indexer.passages`), and how many of its chunks match."""
+        with deadline_in(within), self._searchers.snapshot(True) as snapshot:
+            return search_document(
+                snapshot.searcher, snapshot, document_id, version, query, limit, snippet_chars
+            )
 
     def lexical_search(
         self,

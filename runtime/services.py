@@ -26,7 +26,7 @@ def build_services(settings: Settings) -> Services:
         dispatcher=dispatcher,
         documents=documents,
         qmd=Qmd(settings, catalog, documents),
-        proxy=build_proxy(settings, catalog),
+        proxy=build_proxy(settings, catalog, lambda: documents.index),
         keys=KeyRing(settings, catalog),
     )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from indexer import DocumentIndex
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document
 from ldims.errors import NotFound
@@ -242,6 +243,7 @@ def test_a_huge_page_is_cut_before_masking_and_still_masked_and_bounded(
         Limiter(client, LimitSettings(), prefix="t-huge:"),
         AuditTrail(catalog),
         ProxyConfig(chunk_limit_tokens=300),
+        lambda: DocumentIndex(tmp_path / "index"),  # not searched here
     )
     result = proxy.call(
         Caller("acme"), "read_doc_pages", {"doc_id": "huge", "page_start": 1, "page_end": 1}

@@ -7,6 +7,9 @@ Public surface: :class:`Proxy` (``call``), :func:`build_proxy`, the tool names, 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from indexer import DocumentIndex
 from ldims.catalog import Catalog
 from ldims.proxy.audit import AuditEntry, AuditTrail
 from ldims.proxy.core import DOC_TOOLS, TOOLS, Proxy, ProxyConfig
@@ -53,8 +56,9 @@ def limit_settings(settings: Settings) -> LimitSettings:
     )
 
 
-def build_proxy(settings: Settings, catalog: Catalog) -> Proxy:
-    """The proxy of ``settings``: limits in their Redis, audit in ``catalog``."""
+def build_proxy(settings: Settings, catalog: Catalog, index: Callable[[], DocumentIndex]) -> Proxy:
+    """The proxy of ``settings``: limits in their Redis, audit in ``catalog``, in-document
+    search on ``index()``."""
     kinds = settings.mcp_proxy_mask
     return Proxy(
         ProxyStore(catalog, ExtractStore(settings.extracts_dir)),
@@ -67,4 +71,5 @@ def build_proxy(settings: Settings, catalog: Catalog) -> Proxy:
             max_pages=settings.mcp_proxy_max_pages,
             mask_kinds=None if kinds is None else frozenset(kinds),
         ),
+        index,
     )

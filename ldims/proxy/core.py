@@ -23,12 +23,12 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from indexer import DocumentIndex
 from ldims.caller import Caller
 from ldims.errors import Forbidden, InvalidInput, LdimsError, NotFound
 from ldims.proxy.audit import AuditEntry, AuditTrail
 from ldims.proxy.errors import AccessDenied, RateLimitExceeded, ToolError, UnknownTool
 from ldims.proxy.limits import Grant, Limiter, Usage
-from ldims.proxy.local_search import PassageCache
 from ldims.proxy.masking import mask
 from ldims.proxy.store import ProxyStore
 from ldims.proxy.tokens import count_tokens, trim_to_tokens
@@ -111,12 +111,13 @@ class Proxy:
         limiter: Limiter,
         audit: AuditTrail,
         config: ProxyConfig,
+        index: Callable[[], DocumentIndex],
     ) -> None:
         self.store = store
         self.limiter = limiter
         self.audit = audit
         self.config = config
-        self.passages = PassageCache()
+        self.index = index  # the documents core's index, opened on first use
         self._tools: dict[str, Callable[[Caller, Any, str, str], _Output]] = {
             "read_doc_section": self._read_section,
             "read_doc_pages": self._read_pages,
@@ -266,8 +267,10 @@ class Proxy:
         self, caller: Caller, args: LocalSearchArguments, generation: str, doc_id: str
     ) -> _Output:
         view = self.store.view(caller, args.doc_id)
-        passages = self.passages.get(f"{view.document.sha256}:{view.document.format}", view.pages)
-        hits, total = passages.search(args.query, args.max_results, self.config.snippet_chars)
+        document = view.document
+        hits, total = self.index().search_document(
+            document.id, document.version, args.query, args.max_results, self.config.snippet_chars
+        )
         masked: dict[str, int] = {}
         result: dict[str, Any] = {
             "doc_id": view.document.id,
@@ -282,7 +285,7 @@ class Proxy:
                 for hit in hits
             ],
             "total_matches": total,
-            "ranked_by": "bm25 (this document's statistics)",
+            "ranked_by": "bm25 over the document's indexed chunks, its own statistics",
         }
         return self._structured_result(caller, generation, doc_id, result, "results", masked)
 

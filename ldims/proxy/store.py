@@ -1,10 +1,10 @@
 """The proxy toolset's view of a document: its record and its extracted content, read with
 one retry and a circuit breaker (seed §9.3), parsed once and kept in a small cache.
 
-A :class:`DocumentView` holds what every tool reads: the pages (running headers and footers
-are already out of them: extraction keeps them apart), the sections with stable ids, and the
-passages ``doc_local_search`` ranks. Views are cached by content hash, so a model reading a
-document page by page parses its extraction once; the cache is bounded by characters.
+A :class:`DocumentView` holds what the reading tools read: the pages (running headers and
+footers are already out of them: extraction keeps them apart) and the sections with stable
+ids. Views are cached by content hash, so a model reading a document page by page parses its
+extraction once; the cache is bounded by characters.
 
 Another tenant's document is not found, exactly like an unknown id (no existence oracle).
 """
