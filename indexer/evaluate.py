@@ -81,6 +81,7 @@ class CommitCaches:
         self.documents: np.ndarray | None = None
         self.days: np.ndarray | None = None
         self.first_chunks: np.ndarray | None = None
+        self.field_lengths: dict[str, np.ndarray] = {}
         # Filter masks (a term's, or a whole filter's), as many as fit the byte bound.
         self.masks: dict[Any, np.ndarray] = {}
         self.max_masks = max(8, _MASK_BYTES // max(self.size, 1))
@@ -176,28 +177,23 @@ class Snapshot:
         return docnum if self.documents()[docnum] == ordinal else None
 
     def document_chunks(self, document_id: str) -> np.ndarray:
-        """The live chunks of ``document_id``, ascending (one array scan, no term lookup)."""
-        first = self.first_chunks()  # first: it gives every document of the index its ordinal
+        """The live chunks of ``document_id``, ascending (one scan of the column)."""
+        documents = self.documents()  # first: it gives every document of the index its ordinal
         ordinal = self.store.ordinal(document_id)
         if ordinal is None:
             return np.zeros(0, dtype=np.int64)
-        if ordinal >= first.size or first[ordinal] < 0:
-            return np.zeros(0, dtype=np.int64)
-        documents, alive = self.documents(), self.alive()
-        # A document's chunks usually follow its first one; the whole column only if not.
-        start = int(first[ordinal])
-        end = start
-        while end < self.size and documents[end] == ordinal:
-            end += 1
-        found = np.arange(start, end, dtype=np.int64)[alive[start:end]]
-        rest = np.flatnonzero((documents[end:] == ordinal) & alive[end:]) + end
-        return np.concatenate([found, rest]) if rest.size else found
+        return np.flatnonzero((documents == ordinal) & self.alive()).astype(np.int64)
 
     def field_lengths(self, fieldname: str) -> np.ndarray:
-        """Each chunk's length in ``fieldname`` (terms), over the whole index."""
-        return self._concatenate(
-            lambda arrays, reader: self.store.lengths(arrays, reader, fieldname), np.float64
-        )
+        """Each chunk's length in ``fieldname`` (terms), over the whole index (kept per
+        commit)."""
+        lengths = self.caches.field_lengths.get(fieldname)
+        if lengths is None:
+            lengths = self._concatenate(
+                lambda arrays, reader: self.store.lengths(arrays, reader, fieldname), np.float64
+            )
+            self.caches.field_lengths[fieldname] = lengths
+        return lengths
 
     def term_postings(self, fieldname: str, text: bytes) -> tuple[np.ndarray, np.ndarray]:
         """(chunk numbers ascending, term frequencies) of a term over the whole index."""

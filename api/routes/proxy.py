@@ -19,8 +19,9 @@ from starlette.concurrency import run_in_threadpool
 
 from api.deps import ServicesDep
 from ldims.caller import TENANT_PATTERN, acting_for, resolve_caller
-from ldims.errors import Forbidden, InvalidInput, LdimsError
+from ldims.errors import InvalidInput, LdimsError
 from ldims.proxy.core import MAX_TRACE_CHARS
+from ldims.proxy.errors import envelope_code
 
 router = APIRouter(tags=["proxy"])
 MAX_BODY_BYTES = 64 * 1024
@@ -70,8 +71,7 @@ async def execute(request: Request, services: ServicesDep) -> JSONResponse:
 
 
 def _error(exc: LdimsError, trace_id: str | None) -> JSONResponse:
-    code = "ACCESS_DENIED" if isinstance(exc, Forbidden) else exc.code
-    error: dict[str, Any] = {"code": code, "message": exc.message}
+    error: dict[str, Any] = {"code": envelope_code(exc), "message": exc.message}
     if exc.details:
         error["details"] = exc.details
     headers = {}

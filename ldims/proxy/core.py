@@ -25,9 +25,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from indexer import DocumentIndex
 from ldims.caller import Caller
-from ldims.errors import Forbidden, InvalidInput, LdimsError, NotFound
+from ldims.errors import InvalidInput, LdimsError, NotFound
 from ldims.proxy.audit import AuditEntry, AuditTrail
-from ldims.proxy.errors import AccessDenied, RateLimitExceeded, ToolError, UnknownTool
+from ldims.proxy.errors import (
+    AccessDenied,
+    RateLimitExceeded,
+    ToolError,
+    UnknownTool,
+    envelope_code,
+)
 from ldims.proxy.limits import Grant, Limiter, Usage
 from ldims.proxy.masking import mask
 from ldims.proxy.store import ProxyStore
@@ -150,7 +156,7 @@ class Proxy:
             usage = self.limiter.admit(_principal(caller), generation, doc_id)
             output = run(caller, parsed, generation, doc_id or "")
         except LdimsError as exc:
-            self._audit(caller, tool, doc_id, trace_id, _code(exc), usage, output, started)
+            self._audit(caller, tool, doc_id, trace_id, envelope_code(exc), usage, output, started)
             raise
         output.result["meta"] = {
             "masked": output.masked,
@@ -266,14 +272,14 @@ class Proxy:
     def _local_search(
         self, caller: Caller, args: LocalSearchArguments, generation: str, doc_id: str
     ) -> _Output:
-        view = self.store.view(caller, args.doc_id)
-        document = view.document
+        # The record is enough: the search reads the index, not the stored extraction.
+        document = self.store.completed(caller, args.doc_id)
         hits, total = self.index().search_document(
             document.id, document.version, args.query, args.max_results, self.config.snippet_chars
         )
         masked: dict[str, int] = {}
         result: dict[str, Any] = {
-            "doc_id": view.document.id,
+            "doc_id": document.id,
             "results": [
                 {
                     "page": hit.page,
@@ -320,9 +326,8 @@ class Proxy:
             line_end = text.rfind("\n", 0, bound)
             text = text[: line_end if line_end > bound // 2 else bound]
         clean = self._masked(text, masked)
-        for key in ("heading",):
-            if key in fields:
-                fields[key] = self._masked(fields[key], masked)
+        if "heading" in fields:
+            fields["heading"] = self._masked(fields["heading"], masked)
         cut = trim_to_tokens(clean, self.config.chunk_limit_tokens)
         if precut and not cut.truncated:  # only whitespace-like text is this sparse: cut more
             cut = trim_to_tokens(cut.text, max(cut.tokens - 64, 0))
@@ -472,7 +477,3 @@ def _principal(caller: Caller) -> str:
     trusted service acts for."""
     who = caller.key_id or f"tenant:{caller.tenant}"
     return f"{who}/{caller.tenant}/{caller.user or '-'}"
-
-
-def _code(exc: LdimsError) -> str:
-    return "ACCESS_DENIED" if isinstance(exc, Forbidden) else exc.code

@@ -16,7 +16,7 @@ exactly as an unknown id does, so no answer tells a caller that an id exists els
 
 from __future__ import annotations
 
-from ldims.errors import LdimsError
+from ldims.errors import Forbidden, LdimsError
 
 
 class AccessDenied(LdimsError):
@@ -47,3 +47,9 @@ class StoreUnavailable(LdimsError):
     code = "STORE_UNAVAILABLE"
     http_status = 503
     default_message = "The document store is unavailable. Try again later."
+
+
+def envelope_code(exc: LdimsError) -> str:
+    """The code a proxy caller sees: the seed's ``ACCESS_DENIED`` for any refusal of rights
+    (a missing scope, a forged user), else the error's own."""
+    return AccessDenied.code if isinstance(exc, Forbidden | AccessDenied) else exc.code

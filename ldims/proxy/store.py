@@ -15,8 +15,10 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
+
+from sqlalchemy.exc import DBAPIError
 
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus, repository
@@ -107,8 +109,8 @@ class ProxyStore:
             raise NotFound(f"Document {doc_id} not found.", doc_id=doc_id)
         return document
 
-    def view(self, caller: Caller, doc_id: str) -> DocumentView:
-        """The caller's completed document, parsed; the seed's errors for other states."""
+    def completed(self, caller: Caller, doc_id: str) -> Document:
+        """The caller's document record when it is completed; the seed's errors otherwise."""
         document = self.record(caller, doc_id)
         if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
             raise StillProcessing(doc_id=doc_id, documentStatus=document.status)
@@ -116,13 +118,18 @@ class ProxyStore:
             raise ContentUnavailable(
                 doc_id=doc_id, failureCode=document.error_code, reason=document.error_message
             )
+        return document
+
+    def view(self, caller: Caller, doc_id: str) -> DocumentView:
+        """The caller's completed document, parsed; the seed's errors for other states."""
+        document = self.completed(caller, doc_id)
         key = (document.sha256 or "", document.format or "")
         with self._lock:
             cached = self._cache.get(key)
             if cached is not None:
                 self._cache.move_to_end(key)
                 # The record may have changed (title, tags) though the content did not.
-                return cached if cached.document is document else _with_record(cached, document)
+                return replace(cached, document=document)
         view = _view_of(document, self._guarded(lambda: self._load(document), self.breaker))
         self._keep(key, view)
         return view
@@ -148,10 +155,8 @@ class ProxyStore:
         try:
             with self.catalog.session() as session:
                 return repository.get_document(session, doc_id)
-        except Exception as exc:  # the catalog's driver errors vary by backend
-            if _is_database_error(exc):
-                raise _CatalogDown from exc
-            raise
+        except DBAPIError as exc:  # every backend's driver errors, wrapped by SQLAlchemy
+            raise _CatalogDown from exc
 
     def _load(self, document: Document) -> ExtractionResult:
         sha, fmt = document.sha256 or "", document.format or ""
@@ -181,12 +186,6 @@ class _CatalogDown(Exception):
     pass
 
 
-def _is_database_error(exc: Exception) -> bool:
-    from sqlalchemy.exc import DBAPIError, OperationalError
-
-    return isinstance(exc, OperationalError | DBAPIError)
-
-
 def _view_of(document: Document, result: ExtractionResult) -> DocumentView:
     pages = tuple(page.text for page in sorted(result.pages, key=lambda page: page.number))
     if not pages:
@@ -204,12 +203,6 @@ def _view_of(document: Document, result: ExtractionResult) -> DocumentView:
         product_version=_text(metadata.get("product_version") or metadata.get("productVersion")),
         document_version=_text(metadata.get("version") or metadata.get("document_version")),
     )
-
-
-def _with_record(view: DocumentView, document: Document) -> DocumentView:
-    from dataclasses import replace
-
-    return replace(view, document=document)
 
 
 def _text(value: object) -> str | None:
