@@ -57,8 +57,8 @@ def mcp_http_routes(server: LdimsMCP) -> list[BaseRoute]:
     hosts, origins = settings.mcp_allowed_hosts, settings.mcp_allowed_origins
     services = server.services
 
-    def authenticate(headers: Headers) -> None:
-        resolve_caller(headers, services.settings, services.keys)
+    def authenticate(headers: Headers) -> Caller:
+        return resolve_caller(headers, services.settings, services.keys)
 
     return [
         guard_route(route, hosts, origins, authenticate) if isinstance(route, Route) else route

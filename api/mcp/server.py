@@ -38,6 +38,7 @@ from pydantic import ValidationError
 
 from api.mcp.errors import COMMON_RPC_CODES, error_result, resource_error
 from api.mcp.toolset import Toolset
+from api.mcp.transport_guard import CALLER_STATE
 from ldims import __version__
 from ldims.caller import Caller, resolve_caller
 from ldims.errors import (
@@ -119,7 +120,13 @@ class LdimsMCP(MCPServer):
         known = _caller.get()
         if known is not None:
             return known
-        return self._resolve(_headers(ctx))
+        return self._caller_of(ctx)
+
+    def _caller_of(self, ctx: Context[Any, Any] | None) -> Caller:
+        """The caller the HTTP guard authenticated for this request, else from its headers
+        (or the stdio session's)."""
+        found = _request_state(ctx).get(CALLER_STATE)
+        return found if isinstance(found, Caller) else self._resolve(_headers(ctx))
 
     def _resolve(self, headers: Mapping[str, str] | None) -> Caller:
         if headers is None:
@@ -146,7 +153,7 @@ class LdimsMCP(MCPServer):
     ) -> Any:
         timeout = self.services.settings.mcp_request_timeout_seconds
         try:
-            caller = self._resolve(_headers(context))
+            caller = self._caller_of(context)
             scope = self.tool_scopes.get(name, "read")
             if scope not in caller.scopes:
                 raise Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
@@ -194,7 +201,7 @@ class LdimsMCP(MCPServer):
             timeout = self.services.settings.mcp_request_timeout_seconds
             try:
                 with anyio.fail_after(timeout):
-                    caller = self._resolve(_headers(context))
+                    caller = self._caller_of(context)
                     return await self.blocking(reader, caller, match.groupdict())
             except TimeoutError:
                 raise self._resource_error(RequestTimeout(timeoutSeconds=timeout)) from None
@@ -249,6 +256,16 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
         allowed_hosts=list(settings.mcp_allowed_hosts),
         allowed_origins=list(settings.mcp_allowed_origins),
     )
+
+
+def _request_state(ctx: Context[Any, Any] | None) -> Mapping[str, Any]:
+    """The HTTP request's state (empty: stdio, in-process)."""
+    try:
+        request = ctx.request_context.request if ctx is not None else None
+    except ValueError:  # no request context: an in-process call
+        return {}
+    scope = getattr(request, "scope", None)
+    return scope.get("state", {}) if isinstance(scope, dict) else {}
 
 
 def _headers(ctx: Context[Any, Any] | None) -> Mapping[str, str] | None:

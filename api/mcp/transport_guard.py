@@ -39,6 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ldims.errors import Forbidden, InvalidInput, LdimsError, Unauthorized
 
+CALLER_STATE = "ldims.caller"  # request state: the caller the guard authenticated
 log = logging.getLogger(__name__)
 
 MISDIRECTED = 421  # what the SDK answers to a bad Host; clients may already expect it
@@ -127,13 +128,15 @@ class TransportGuard:
         app: ASGIApp,
         allowed_hosts: Iterable[str],
         allowed_origins: Iterable[str],
-        authenticate: Callable[[Headers], None] | None = None,
+        authenticate: Callable[[Headers], object] | None = None,
     ) -> None:
         self.app = app
         self.allowed_hosts = _entries(allowed_hosts, parse_host, "host")
         self.allowed_origins = _entries(allowed_origins, parse_origin, "origin")
         # Raises Unauthorized when keys are on and the request has no valid one: then every
         # MCP method (tools/list, prompts, resources …) is refused with 401, not only calls.
+        # What it returns (the caller) goes into the request's state under CALLER_STATE, so
+        # the server does not look the key up a second time.
         self.authenticate = authenticate
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -170,9 +173,10 @@ class TransportGuard:
             return 405, InvalidInput(message, method=_echo(method), allowed=["POST"])
         if self.authenticate is not None:
             try:
-                self.authenticate(Headers(scope=scope))
+                found = self.authenticate(Headers(scope=scope))
             except Unauthorized as exc:
                 return 401, exc
+            scope.setdefault("state", {})[CALLER_STATE] = found
         return None
 
 
@@ -201,11 +205,18 @@ def guard_route(
     route: Route,
     allowed_hosts: Iterable[str],
     allowed_origins: Iterable[str],
-    authenticate: Callable[[Headers], None] | None = None,
+    authenticate: Callable[[Headers], object] | None = None,
 ) -> Route:
     """``route`` (the SDK's ``/mcp`` route) with its endpoint behind a :class:`TransportGuard`."""
     guard = TransportGuard(route.endpoint, allowed_hosts, allowed_origins, authenticate)
     return Route(route.path, endpoint=guard, name=route.name)
 
 
-__all__ = ["Authority", "TransportGuard", "guard_route", "parse_host", "parse_origin"]
+__all__ = [
+    "CALLER_STATE",
+    "Authority",
+    "TransportGuard",
+    "guard_route",
+    "parse_host",
+    "parse_origin",
+]
