@@ -199,6 +199,17 @@ def in_process(
 # --- the load ------------------------------------------------------------------------------------
 
 
+async def warm_then_timed(worker: Any, args: argparse.Namespace) -> float:
+    """``args.clients`` workers for ``args.warmup`` s not recorded, then for ``args.seconds``
+    recorded; the timed part's wall seconds."""
+    await asyncio.gather(
+        *(worker(i, time.perf_counter() + args.warmup, False) for i in range(args.clients))
+    )
+    started = time.perf_counter()
+    await asyncio.gather(*(worker(i, started + args.seconds, True) for i in range(args.clients)))
+    return time.perf_counter() - started
+
+
 async def mcp_phase(
     url: str, tool: str, calls: list[dict[str, Any]], args: argparse.Namespace
 ) -> Phase:
@@ -229,12 +240,7 @@ async def mcp_phase(
                     else:
                         phase.latencies.append(time.perf_counter() - begun)
 
-    await asyncio.gather(
-        *(worker(i, time.perf_counter() + args.warmup, False) for i in range(args.clients))
-    )
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(i, started + args.seconds, True) for i in range(args.clients)))
-    phase.seconds = time.perf_counter() - started
+    phase.seconds = await warm_then_timed(worker, args)
     return phase
 
 
@@ -266,12 +272,7 @@ async def envelope_phase(
                     else:
                         phase.latencies.append(time.perf_counter() - begun)
 
-    await asyncio.gather(
-        *(worker(i, time.perf_counter() + args.warmup, False) for i in range(args.clients))
-    )
-    started = time.perf_counter()
-    await asyncio.gather(*(worker(i, started + args.seconds, True) for i in range(args.clients)))
-    phase.seconds = time.perf_counter() - started
+    phase.seconds = await warm_then_timed(worker, args)
     return phase
 
 
