@@ -196,7 +196,7 @@ class Limiter:
             ttls = [int(self.client.pttl(key)) for key in keys]
         except (redis.RedisError, OSError):
             return GENERATION_TTL_SECONDS
-        return max(1, -(-max(ttls + [0]) // 1000))
+        return _seconds(max(ttls))
 
     def _key(self, kind: str, *parts: str) -> str:
         # Hashed: ids and trace ids are caller-chosen text; keys stay short and safe.
@@ -214,9 +214,14 @@ class Limiter:
 
     def _refuse(self, which: int, ttl_ms: int) -> None:
         name, setting = _LIMIT_NAMES[which]
-        retry = max(1, -(-max(ttl_ms, 0) // 1000))
+        retry = _seconds(ttl_ms)
         raise RateLimitExceeded(
             f"Limit '{name}' reached ({setting}); retry in {retry} s.",
             limit=name,
             retryAfterSeconds=retry,
         )
+
+
+def _seconds(ttl_ms: int) -> int:
+    """A key's remaining time (PTTL; negative: none) as whole seconds to wait, at least 1."""
+    return max(1, -(-max(ttl_ms, 0) // 1000))
