@@ -6,10 +6,15 @@ common words that was several milliseconds a search. Here a query of terms, ORs 
 keyword-mode query, and exact mode without phrases) is computed from whole posting arrays
 (:mod:`indexer.postings`): each term's BM25F scores in one vector expression, an OR as one
 ``bincount`` over its (boosted) terms, an AND as the chunks every child matched. The
-arithmetic is Whoosh's own — the same BM25F formula, the searcher's idf and average field
-lengths, a compound's score the sum of its matching children times its boost — and a test
-holds the scores equal to Whoosh's. Any other node (phrases, NOT) is scored by Whoosh's
-matchers and joins the arrays from there.
+arithmetic is Whoosh's own — the same BM25F formula, a compound's score the sum of its
+matching children times its boost — and a test holds the scores equal to Whoosh's. Any other
+node (phrases, NOT) is scored by Whoosh's matchers and joins the arrays from there.
+
+The statistics are the searching tenant's, never the index's: idf from the tenant's live
+chunks holding a term among all its live chunks, average field lengths over those chunks (the
+lengths Whoosh stores per chunk); Whoosh's matchers get them through
+:class:`~indexer.scoring.TenantBM25F`. So a tenant's scores are what Whoosh computes over an
+index of that tenant's documents alone, whatever other tenants hold.
 
 Chunks are numbered as the searcher numbers them (segment offset + local number); an allowed
 set is a boolean mask over those numbers, with deleted chunks never allowed.
@@ -36,7 +41,7 @@ from whoosh.searching import Searcher
 
 from indexer.deadline import check, checked
 from indexer.postings import PostingStore, SegmentArrays
-from indexer.scoring import K1, B
+from indexer.scoring import K1, B, TenantBM25F, lucene_idf
 
 # A sparse result: sorted unique chunk numbers and their scores.
 Scored = tuple[np.ndarray, np.ndarray]
@@ -45,7 +50,8 @@ _EMPTY: Scored = (np.zeros(0, np.int64), np.zeros(0, np.float64))
 _MASK_BYTES = 64 * 2**20
 # Scored postings a commit keeps (16 bytes each) before its term cache starts again.
 _MAX_SCORED_POSTINGS = 2_000_000
-# Document frequencies a commit keeps (for the cost estimate of a query) before starting again.
+# Document frequencies a commit keeps (for the cost estimate of a query, and a tenant's own)
+# before starting again.
 _MAX_FREQUENCIES = 100_000
 # Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
 # rather than walked over all its matches (one skip costs about three steps of a walk).
@@ -74,9 +80,12 @@ class CommitCaches:
         self.arrays = store.segments(readers)
         self.size = searcher.doc_count_all()
         self._lock = threading.Lock()  # guards changes to the tables below and the count
-        self.terms: dict[tuple[str, bytes], Scored] = {}
+        self.terms: dict[tuple[str, str, bytes], Scored] = {}  # (tenant, field, term)
         self.scored_postings = 0
         self.frequencies: dict[tuple[str, bytes], int] = {}
+        self.tenant_frequencies: dict[tuple[str, str, bytes], int] = {}
+        # (tenant, field) -> (live chunks, average length): the tenant's own statistics.
+        self.tenant_fields: dict[tuple[str, str], tuple[int, float]] = {}
         self.alive: np.ndarray | None = None
         self.documents: np.ndarray | None = None
         self.days: np.ndarray | None = None
@@ -94,7 +103,7 @@ class CommitCaches:
                 self.masks.clear()
             return self.masks.setdefault(key, mask)
 
-    def keep_scores(self, key: tuple[str, bytes], found: Scored) -> Scored:
+    def keep_scores(self, key: tuple[str, str, bytes], found: Scored) -> Scored:
         with self._lock:
             held = self.terms.get(key)
             if held is not None:
@@ -111,6 +120,12 @@ class CommitCaches:
             if len(self.frequencies) >= _MAX_FREQUENCIES:
                 self.frequencies.clear()
             self.frequencies[key] = frequency
+
+    def keep_tenant_frequency(self, key: tuple[str, str, bytes], frequency: int) -> None:
+        with self._lock:
+            if len(self.tenant_frequencies) >= _MAX_FREQUENCIES:
+                self.tenant_frequencies.clear()
+            self.tenant_frequencies[key] = frequency
 
 
 class Snapshot:
@@ -228,6 +243,34 @@ class Snapshot:
         combine the same few values in many ways)."""
         return self.mask(("term", fieldname, value), lambda: self._read_term_mask(fieldname, value))
 
+    def population(self, tenant: str) -> np.ndarray:
+        """Mask of the tenant's live chunks: what its statistics count."""
+        return self.mask(
+            ("population", tenant), lambda: self.alive() & self.term_mask("tenant", tenant)
+        )
+
+    def tenant_field(self, tenant: str, fieldname: str) -> tuple[int, float]:
+        """The tenant's live chunks and their average length in ``fieldname`` (kept)."""
+        key = (tenant, fieldname)
+        found = self.caches.tenant_fields.get(key)
+        if found is None:
+            population = self.population(tenant)
+            chunks = int(np.count_nonzero(population))
+            total = float(self.field_lengths(fieldname)[population].sum()) if chunks else 0.0
+            found = (chunks, total / chunks if chunks else 0.0)
+            self.caches.tenant_fields[key] = found  # a few fields a tenant: no bound needed
+        return found
+
+    def tenant_idf(self, tenant: str, fieldname: str, text: bytes) -> float:
+        """Lucene's idf of a term among the tenant's live chunks (its frequency kept)."""
+        key = (tenant, fieldname, text)
+        frequency = self.caches.tenant_frequencies.get(key)
+        if frequency is None:
+            ids, _ = self.term_postings(fieldname, text)
+            frequency = int(np.count_nonzero(self.population(tenant)[ids]))
+            self.caches.keep_tenant_frequency(key, frequency)
+        return lucene_idf(self.tenant_field(tenant, fieldname)[0], frequency)
+
     def _read_term_mask(self, fieldname: str, value: str) -> np.ndarray:
         mask = np.zeros(self.size, dtype=bool)
         text = value.encode("utf-8")
@@ -269,60 +312,55 @@ class Snapshot:
         ).astype(dtype, copy=False)
 
     # --- scoring ---------------------------------------------------------------------------
-    def evaluate(self, parsed: Query, allowed: np.ndarray) -> Scored:
-        """The allowed chunks matching ``parsed`` and their scores (the kinds scored from
-        arrays are those :func:`scored_by_arrays` names)."""
+    def evaluate(self, parsed: Query, allowed: np.ndarray, tenant: str) -> Scored:
+        """The allowed chunks matching ``parsed`` and their scores by ``tenant``'s statistics
+        (``allowed`` holds no chunk of another tenant; the kinds scored from arrays are those
+        :func:`scored_by_arrays` names)."""
         kind = type(parsed)
         if kind is Term:
-            return self._term(parsed, allowed)
+            return self._term(parsed, allowed, tenant)
         if kind is Or and _plain_or(parsed):
-            return self._union(parsed, allowed)
+            return self._union(parsed, allowed, tenant)
         if kind is And:
-            return self._intersection(parsed, allowed)
-        return self._by_whoosh(parsed, allowed)
+            return self._intersection(parsed, allowed, tenant)
+        return self._by_whoosh(parsed, allowed, tenant)
 
-    def _term(self, term: Term, allowed: np.ndarray, boost: float = 1.0) -> Scored:
-        ids, scores = self._term_scores(term)
+    def _term(self, term: Term, allowed: np.ndarray, tenant: str, boost: float = 1.0) -> Scored:
+        ids, scores = self._term_scores(term, tenant)
         keep = allowed[ids]
         return ids[keep], scores[keep] * (term.boost * boost)
 
-    def _term_scores(self, term: Term) -> Scored:
-        """Every chunk holding the term, with its BM25F score (unboosted)."""
+    def _term_scores(self, term: Term, tenant: str) -> Scored:
+        """Every live chunk of ``tenant`` holding the term, with its BM25F score (unboosted)."""
         key = self.term_key(term.fieldname, term.text)
         if key is None:
             return _EMPTY
-        found = self.caches.terms.get(key)
+        held = (tenant, *key)
+        found = self.caches.terms.get(held)
         if found is None:
-            found = self.caches.keep_scores(key, self._read_term(*key))
+            found = self.caches.keep_scores(held, self._read_term(tenant, *key))
         return found
 
-    def _read_term(self, fieldname: str, text: bytes) -> Scored:
-        id_parts: list[np.ndarray] = []
-        tf_parts: list[np.ndarray] = []
-        length_parts: list[np.ndarray] = []
-        for leaf in self.leaves:
-            reader = leaf.searcher.reader()
-            ids, tfs = self.store.term(leaf.arrays, reader, fieldname, text)
-            if len(ids):
-                lengths = self.store.lengths(leaf.arrays, reader, fieldname)
-                id_parts.append(ids.astype(np.int64) + leaf.offset)
-                tf_parts.append(tfs)
-                length_parts.append(lengths[ids])
-        if not id_parts:
+    def _read_term(self, tenant: str, fieldname: str, text: bytes) -> Scored:
+        ids, tf = self.term_postings(fieldname, text)
+        ids_of_tenant = self.population(tenant)[ids]
+        ids, tf = ids[ids_of_tenant], tf[ids_of_tenant]
+        self.caches.keep_tenant_frequency((tenant, fieldname, text), len(ids))
+        if not len(ids):
             return _EMPTY
-        tf = np.concatenate(tf_parts).astype(np.float64)
-        lengths = np.concatenate(length_parts)
-        searcher = self.searcher
-        idf = searcher.idf(fieldname, text)
-        average = searcher.avg_field_length(fieldname) or 1
+        lengths = self.field_lengths(fieldname)[ids]
+        chunks, average = self.tenant_field(tenant, fieldname)
+        idf = lucene_idf(chunks, len(ids))
+        average = average or 1
+        tf = tf.astype(np.float64, copy=False)
         # Whoosh's bm25(): idf * tf * (K1 + 1) / (tf + K1 * (1 - B + B * length / average))
         scores = idf * (tf * (K1 + 1)) / (tf + K1 * ((1 - B) + B * lengths / average))
-        return np.concatenate(id_parts), scores
+        return ids, scores
 
-    def _union(self, parsed: Or, allowed: np.ndarray) -> Scored:
+    def _union(self, parsed: Or, allowed: np.ndarray, tenant: str) -> Scored:
         """An OR of terms (nested ORs flattened: a sum of boosted sums is one sum)."""
         parts: list[Scored] = []
-        _flatten(self, parsed, 1.0, allowed, parts)
+        _flatten(self, parsed, 1.0, allowed, tenant, parts)
         if not parts:
             return _EMPTY
         ids = np.concatenate([ids for ids, _ in parts])
@@ -332,8 +370,8 @@ class Snapshot:
         check(len(ids) * _SORT_SECONDS)
         return _sum_by_chunk(ids, scores)
 
-    def _intersection(self, parsed: And, allowed: np.ndarray) -> Scored:
-        children = [self.evaluate(sub, allowed) for sub in parsed.subqueries]
+    def _intersection(self, parsed: And, allowed: np.ndarray, tenant: str) -> Scored:
+        children = [self.evaluate(sub, allowed, tenant) for sub in parsed.subqueries]
         if not children or any(not len(ids) for ids, _ in children):
             return _EMPTY
         ids = np.concatenate([ids for ids, _ in children])
@@ -344,10 +382,13 @@ class Snapshot:
         every = counts == len(children)
         return unique[every], sums[every] * parsed.boost
 
-    def _by_whoosh(self, parsed: Query, allowed: np.ndarray) -> Scored:
-        """Any other query (a phrase, NOT …), scored by Whoosh's matchers."""
+    def _by_whoosh(self, parsed: Query, allowed: np.ndarray, tenant: str) -> Scored:
+        """Any other query (a phrase, NOT …), scored by Whoosh's matchers with the tenant's
+        statistics."""
         allowed_ids = np.flatnonzero(allowed)
-        context = self.searcher.context(needs_current=True)
+        context = self.searcher.context(
+            needs_current=True, weighting=TenantBM25F(_TenantStatistics(self, tenant))
+        )
         ids: list[int] = []
         scores: list[float] = []
         # Only a phrase's matcher can be moved to chosen chunks and scored there; others (an
@@ -373,16 +414,33 @@ class Snapshot:
         return np.array(ids, dtype=np.int64), np.array(scores, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class _TenantStatistics:
+    snapshot: Snapshot
+    tenant: str
+
+    def idf(self, fieldname: str, text: bytes) -> float:
+        return self.snapshot.tenant_idf(self.tenant, fieldname, text)
+
+    def average_length(self, fieldname: str) -> float:
+        return self.snapshot.tenant_field(self.tenant, fieldname)[1]
+
+
 def _flatten(
-    snapshot: Snapshot, parsed: Query, boost: float, allowed: np.ndarray, parts: list[Scored]
+    snapshot: Snapshot,
+    parsed: Query,
+    boost: float,
+    allowed: np.ndarray,
+    tenant: str,
+    parts: list[Scored],
 ) -> None:
     if type(parsed) is Term:
-        parts.append(snapshot._term(parsed, allowed, boost))
+        parts.append(snapshot._term(parsed, allowed, tenant, boost))
     elif type(parsed) is Or and _plain_or(parsed):
         for sub in parsed.subqueries:
-            _flatten(snapshot, sub, boost * parsed.boost, allowed, parts)
+            _flatten(snapshot, sub, boost * parsed.boost, allowed, tenant, parts)
     else:
-        ids, scores = snapshot.evaluate(parsed, allowed)
+        ids, scores = snapshot.evaluate(parsed, allowed, tenant)
         parts.append((ids, scores * boost))
 
 

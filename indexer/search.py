@@ -129,7 +129,7 @@ def rank_keyword(
     check_query(parsed, snapshot, limits)
     check()
     allowed = allowed_chunks(snapshot, request)
-    ids, scores = snapshot.evaluate(parsed, allowed)
+    ids, scores = snapshot.evaluate(parsed, allowed, request.tenant)
     best, best_scores, total = best_per_document(ids, scores, snapshot.documents(), wanted)
     top = float(scores.max()) if len(scores) else 0.0
     fields = ("exact",) if request.mode == "exact" else ("text", "title")

@@ -3,6 +3,7 @@ atomic updates and deletes, concurrent writers and fresh readers."""
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import sys
@@ -26,7 +27,7 @@ from indexer import (
 from indexer.merging import TieredMerge
 from indexer.schema import build_schema
 from indexer.whoosh_index import _chunk_fields
-from tests.conftest import ROOT
+from tests.conftest import CORPUS, ROOT
 
 
 def document(
@@ -362,3 +363,49 @@ def test_a_batch_reads_the_segments_in_place_without_copying_them(tmp_path: Path
     assert peak < segment_bytes / 4, (peak, segment_bytes)
     remaining = index.document_ids()
     assert len(remaining) == 600 - 40 and "d1-1" not in remaining and "d1-2" in remaining
+
+
+def _cranfield(first: int, count: int, tenant: str) -> list[IndexedDocument]:
+    lines = (CORPUS / "ir" / "cranfield" / "corpus.jsonl").read_text().splitlines()
+    found = []
+    for line in lines[first : first + count]:
+        record = json.loads(line)
+        found.append(document(f"cran-{record['id']}", record["text"], tenant=tenant))
+    return found
+
+
+def test_a_tenants_scores_are_the_same_with_or_without_another_tenants_documents(
+    tmp_path: Path,
+) -> None:
+    """The hostile finding: with index-wide statistics, tenant B's scores moved when tenant A
+    added documents — enough to learn which words A holds. Every score B sees, in both modes
+    and with a phrase, must be the same before and after A indexes (and deletes) documents,
+    even documents under the same ids."""
+    index = DocumentIndex(tmp_path / "index")
+    with index.batch() as batch:
+        for held in _cranfield(0, 200, "bravo"):
+            batch.replace(held)
+    queries = [json.loads(line)["text"] for line in (
+        CORPUS / "ir" / "cranfield" / "queries.jsonl"
+    ).read_text().splitlines()[:25]] + ['"boundary layer"', "pressure NOT supersonic"]
+
+    def every_score() -> list[tuple[str, str, tuple[tuple[str, float], ...]]]:
+        seen = []
+        for text in queries:
+            for mode in ("keyword", "exact"):
+                request = SearchRequest(tenant="bravo", query=text, mode=mode, limit=100)
+                try:
+                    hits = index.search(request).hits
+                except QueryUnprocessable:
+                    continue
+                seen.append((text, mode, tuple((hit.document_id, hit.score) for hit in hits)))
+        return seen
+
+    before = every_score()
+    assert sum(len(hits) for _, _, hits in before) > 500, "too few hits to prove anything"
+    with index.batch() as batch:  # tenant A: other documents, and the first 100 again
+        for held in _cranfield(200, 600, "alpha"):
+            batch.replace(held)
+    index.delete_documents([f"cran-{n}" for n in range(400, 450)])
+    assert every_score() == before
+    assert ids(index, "slipstream", tenant="alpha") != []
