@@ -385,9 +385,10 @@ def test_a_tenants_scores_are_the_same_with_or_without_another_tenants_documents
     with index.batch() as batch:
         for held in _cranfield(0, 200, "bravo"):
             batch.replace(held)
-    queries = [json.loads(line)["text"] for line in (
-        CORPUS / "ir" / "cranfield" / "queries.jsonl"
-    ).read_text().splitlines()[:25]] + ['"boundary layer"', "pressure NOT supersonic"]
+    queries = [
+        json.loads(line)["text"]
+        for line in (CORPUS / "ir" / "cranfield" / "queries.jsonl").read_text().splitlines()[:25]
+    ] + ['"boundary layer"', "pressure NOT supersonic"]
 
     def every_score() -> list[tuple[str, str, tuple[tuple[str, float], ...]]]:
         seen = []

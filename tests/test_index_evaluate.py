@@ -16,8 +16,8 @@ from whoosh import qparser, query
 
 from indexer import Chunk, DocumentIndex, IndexedDocument, SearchRequest
 from indexer.evaluate import Snapshot, _TenantStatistics, best_per_document
-from indexer.scoring import TenantBM25F
 from indexer.postings import PostingStore, read_postings, read_postings_one_by_one
+from indexer.scoring import TenantBM25F
 from indexer.search import _combine, _parse, _parser, analyse_plain_words
 from tests.conftest import CORPUS
 
@@ -125,9 +125,7 @@ def test_scores_equal_whoosh_over_the_tenants_documents_alone(
     with alone.searcher() as searcher:
         parsed, _ = _parse(searcher, request)
         whoosh = searcher.search(parsed, limit=None)
-        expected = {
-            hit["chunk_id"]: hit.score for hit in whoosh if hit["chunk_id"] in chunk_ids
-        }
+        expected = {hit["chunk_id"]: hit.score for hit in whoosh if hit["chunk_id"] in chunk_ids}
     assert expected or narrow, "the query must match something, or this proves nothing"
     assert sorted(got) == sorted(expected)
     for chunk_id, score in got.items():
