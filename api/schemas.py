@@ -51,7 +51,7 @@ class DocumentOut(BaseModel):
             else None
         )
         return cls(
-            documentId=document.id,
+            documentId=document.public_id,
             tenant=document.tenant,
             collection=document.collection,
             name=document.name,

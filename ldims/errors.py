@@ -5,7 +5,7 @@
     LdimsError                       code, message, details, http_status
     ├── InvalidInput        400      INVALID_INPUT     a request field is wrong (details name it)
     ├── Unauthorized        401      UNAUTHORIZED      missing/bad API key or webhook signature
-    ├── Forbidden           403      FORBIDDEN         another tenant's resource, or no key
+    ├── Forbidden           403      FORBIDDEN         a key without the scope, or no key
     ├── NotFound            404      RESOURCE_NOT_FOUND
     ├── ContentUnavailable  409      CONTENT_UNAVAILABLE_OR_FAILED   the document failed
     ├── StillProcessing     202      PROCESSING        queued/processing: retry later

@@ -704,7 +704,9 @@ class Settings(BaseSettings):
 
     @property
     def vectors_dir(self) -> Path:
-        return self.data_dir / "vectors"
+        # Vectors are keyed by tenant-scoped document keys (catalog revision 0005); the
+        # store of the older, global ids (``vectors``) is left behind, never read.
+        return self.data_dir / "vector-store"
 
     @property
     def semantic_enabled(self) -> bool:

@@ -7,9 +7,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from alembic import command
 from sqlalchemy import inspect, text
 
-from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, repository, utcnow
+from ldims.catalog import (
+    Catalog,
+    Document,
+    DocumentFilter,
+    DocumentStatus,
+    document_key,
+    repository,
+    utcnow,
+)
+from ldims.catalog.database import _alembic_config
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -55,11 +65,53 @@ def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> No
     assert {"api_keys", "audit_records"} <= tables
     with catalog.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0004"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0005"
         )
     columns = {column["name"] for column in inspect(catalog.engine).get_columns("documents")}
     assert {"chunk_count", "vectors_sha256", "vectors_model"} <= columns
     assert {"source_path", "source_mtime_ns"} <= columns
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_revision_0005_scopes_existing_document_ids_by_tenant(
+    backend: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """A catalog of global ids (revision 0004) keeps its documents, each now under its
+    tenant's key, with its vectors marked missing (the vector store is keyed anew)."""
+    if backend == "sqlite":
+        url = f"sqlite:///{tmp_path / 'old.sqlite3'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    catalog = Catalog(url)
+    config = _alembic_config(url)
+    with catalog.engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0004")
+    with catalog.engine.begin() as connection:
+        for doc_id, tenant in (("invoice-1", "acme"), ("doc_x", "default")):
+            connection.execute(
+                text(
+                    "INSERT INTO documents (id, tenant, collection, name, created_at, updated_at, "
+                    "version, status, status_changed_at, attempts, vectors_sha256, "
+                    "vectors_model) VALUES (:id, :tenant, 'c', 'n', :now, :now, 1, 'completed', "
+                    ":now, 1, 'sha', 'model')"
+                ),
+                {"id": doc_id, "tenant": tenant, "now": utcnow()},
+            )
+    catalog.upgrade()
+    with catalog.session() as session:
+        found = {
+            d.id: (d.public_id, d.tenant, d.vectors_sha256)
+            for d in repository.get_documents(
+                session, {document_key("acme", "invoice-1"), document_key("default", "doc_x")}
+            ).values()
+        }
+    assert found == {
+        "acme/invoice-1": ("invoice-1", "acme", None),
+        "default/doc_x": ("doc_x", "default", None),
+    }
+    add(catalog, document_key("rival", "invoice-1"), tenant="rival")  # the same id, elsewhere
+    catalog.dispose()
 
 
 def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:

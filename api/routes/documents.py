@@ -91,7 +91,7 @@ async def upload_document(
         intake.ingest_blob, caller, upload.blob, upload.head, meta, fields.get("documentId") or None
     )
     body = AcceptedOut(
-        documentId=outcome.document.id,
+        documentId=outcome.document.public_id,
         status=outcome.document.status,
         version=outcome.document.version,
         created=outcome.created,
@@ -182,7 +182,7 @@ async def upload_documents(
             outcome = next(outcomes)
             items[position] = BulkItemOut(
                 name=outcome.document.name,
-                documentId=outcome.document.id,
+                documentId=outcome.document.public_id,
                 status=outcome.document.status,
                 version=outcome.document.version,
                 created=outcome.created,
@@ -252,7 +252,7 @@ def get_content(
     part = documents.reader.characters(caller, document_id, offset, limit)
     document = part.document
     return ContentOut(
-        documentId=document.id,
+        documentId=document.public_id,
         text=part.text,
         metadata=ContentMetadata(
             documentName=document.name,
@@ -272,7 +272,7 @@ def get_lines(document_id: str, lines: str, documents: DocumentsDep, caller: Rea
     """Lines of the extracted text (``12`` or ``12-40``), numbered as search hits number them
     (``lineStart``/``lineEnd``); a long range ends early with ``nextUri``."""
     part = documents.reader.lines(caller, document_id, lines)
-    return LinesOut(documentId=part.document.id, text=part.text, **part.meta)
+    return LinesOut(documentId=part.document.public_id, text=part.text, **part.meta)
 
 
 @router.delete("/{document_id}")

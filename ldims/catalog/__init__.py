@@ -2,7 +2,14 @@
 
 from ldims.catalog import repository
 from ldims.catalog.database import Catalog, upgrade_schema
-from ldims.catalog.models import Document, DocumentStatus, WebhookEvent, utcnow
+from ldims.catalog.models import (
+    Document,
+    DocumentStatus,
+    WebhookEvent,
+    document_key,
+    public_document_id,
+    utcnow,
+)
 from ldims.catalog.repository import DocumentFilter
 
 __all__ = [
@@ -11,6 +18,8 @@ __all__ = [
     "DocumentFilter",
     "DocumentStatus",
     "WebhookEvent",
+    "document_key",
+    "public_document_id",
     "repository",
     "upgrade_schema",
     "utcnow",

@@ -51,12 +51,31 @@ class Base(DeclarativeBase):
     pass
 
 
+def document_key(tenant: str, document_id: str) -> str:
+    """The key a document of ``tenant`` is stored, indexed and queued under.
+
+    Document ids are the tenant's own: two tenants may both hold ``invoice-1``, and no id
+    of one tenant can be taken, refused or found by another. Tenant names hold no ``/``
+    (:data:`ldims.caller.TENANT_PATTERN`), so the key splits back unambiguously.
+    """
+    return f"{tenant}/{document_id}"
+
+
+def public_document_id(key: str) -> str:
+    """The id the tenant knows a document by, from its :func:`document_key`."""
+    return key.partition("/")[2] or key
+
+
 class Document(Base):
-    """One document of one tenant; ``sha256`` names the current version's original."""
+    """One document of one tenant; ``sha256`` names the current version's original.
+
+    ``id`` is the :func:`document_key` (tenant and the tenant's id); callers only ever see
+    :attr:`public_id`.
+    """
 
     __tablename__ = "documents"
 
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    id: Mapped[str] = mapped_column(String(160), primary_key=True)
     tenant: Mapped[str] = mapped_column(String(64))
     collection: Mapped[str] = mapped_column(String(128))
     name: Mapped[str] = mapped_column(String(512))
@@ -89,6 +108,11 @@ class Document(Base):
     # modification time it had when read (a rescan skips a file of the same size and time).
     source_path: Mapped[str | None] = mapped_column(String(1024))
     source_mtime_ns: Mapped[int | None] = mapped_column(BigInteger)
+
+    @property
+    def public_id(self) -> str:
+        """The tenant's id of the document (what every answer shows)."""
+        return public_document_id(self.id)
 
     __table_args__ = (
         Index("ix_documents_tenant_collection_path", "tenant", "collection", "source_path"),

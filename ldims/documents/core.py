@@ -81,10 +81,10 @@ class Documents:
                 continue
             found.append(
                 {
-                    "documentId": document.id,
+                    "documentId": document.public_id,
                     "documentName": document.name,
                     "snippet": None,
-                    "uri": extracted_uri(document.id),
+                    "uri": extracted_uri(document.public_id),
                 }
             )
         return found[:limit]

@@ -105,7 +105,7 @@ class WebhookEvents:
             raise InvalidInput(
                 "Give document.content, document.contentBase64 or document.url.", field="document"
             )
-        return outcome.document.id, outcome
+        return outcome.document.public_id, outcome
 
     def _claim(self, event: WebhookEventIn) -> bool:
         """Record the event id; False when it was seen before."""

@@ -23,8 +23,8 @@ from sqlalchemy.orm import Session
 
 from ldims.blobs import BlobStore, StoredBlob
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
-from ldims.errors import Forbidden, InvalidInput, NotFound, PermanentError, ServiceUnavailable
+from ldims.catalog import Catalog, Document, DocumentStatus, document_key, repository, utcnow
+from ldims.errors import InvalidInput, NotFound, PermanentError, ServiceUnavailable
 from ldims.settings import Settings
 from workers import Dispatcher, ExtractStore, check_url, detect_format
 
@@ -113,15 +113,18 @@ def content_document_id(tenant: str, sha256: str) -> str:
 
 
 def owned_document(session: Session, caller: Caller, document_id: str) -> Document:
-    """The caller's document, or ``NotFound`` — for an unknown id and for another tenant's
-    alike, so that no answer tells a caller that an id exists elsewhere.
-
-    The one place that compares a document's tenant with the caller's.
+    """The caller's document of this (the tenant's own) id, or ``NotFound``. Ids are scoped
+    per tenant (:func:`~ldims.catalog.document_key`): another tenant's document of the same id
+    is another document, never found, refused or revealed.
     """
-    document = repository.get_document(session, document_id)
-    if document is None or document.tenant != caller.tenant:
+    document = repository.get_document(session, document_key(caller.tenant, document_id))
+    if document is None or document.tenant != caller.tenant:  # a second guard, never hit
         raise NotFound(documentId=document_id)
     return document
+
+
+def _keys(caller: Caller, document_ids: Sequence[str]) -> set[str]:
+    return {document_key(caller.tenant, document_id) for document_id in document_ids}
 
 
 class Intake:
@@ -211,12 +214,14 @@ class Intake:
         replaced: list[str] = []
         outcomes = []
         with self.catalog.session() as session:
-            existing = repository.get_documents(session, {u.document_id for u in uploads})
+            existing = repository.get_documents(
+                session, {document_key(caller.tenant, u.document_id) for u in uploads}
+            )
             for upload in uploads:
                 fields = self._blob_fields(upload.blob, upload.head, upload.meta)
                 fields["source_path"] = upload.source_path
                 fields["source_mtime_ns"] = upload.mtime_ns
-                document = existing.get(upload.document_id)
+                document = existing.get(document_key(caller.tenant, upload.document_id))
                 if document is None:
                     document = self._new_document(
                         caller.tenant, upload.document_id, upload.meta, fields
@@ -224,8 +229,6 @@ class Intake:
                     session.add(document)
                     outcomes.append(IngestOutcome(document, created=True, queued=True))
                     continue
-                if document.tenant != caller.tenant:
-                    raise Forbidden(documentId=upload.document_id)
                 if document.sha256 and document.sha256 != upload.blob.sha256:
                     replaced.append(document.sha256)
                 self._new_version(document, upload.meta, fields)
@@ -247,8 +250,8 @@ class Intake:
         self.dispatcher.ping()
         now = utcnow()
         with self.catalog.session() as session:
-            found = repository.get_documents(session, set(document_ids))
-            owned = [d for d in found.values() if d.tenant == caller.tenant and d.sha256]
+            found = repository.get_documents(session, _keys(caller, document_ids))
+            owned = [d for d in found.values() if d.sha256]
             for document in owned:
                 document.status = DocumentStatus.QUEUED.value
                 document.status_changed_at = now
@@ -268,8 +271,8 @@ class Intake:
             return 0
         self.dispatcher.ping()
         with self.catalog.session() as session:
-            found = repository.get_documents(session, set(document_ids))
-            owned = [d for d in found.values() if d.tenant == caller.tenant]
+            found = repository.get_documents(session, _keys(caller, document_ids))
+            owned = list(found.values())
             sha256s = [str(d.sha256) for d in owned if d.sha256]
             deleted = [d.id for d in owned]
             for document in owned:
@@ -302,11 +305,11 @@ class Intake:
         self.dispatcher.ping()
         with self.catalog.session() as session:
             document = owned_document(session, caller, document_id)
-            sha256 = document.sha256
+            sha256, key = document.sha256, document.id
             session.delete(document)
         if sha256:
             self.discard_blob(sha256)
-        self._publish(lambda: self.dispatcher.delete_from_index([document_id]))
+        self._publish(lambda: self.dispatcher.delete_from_index([key]))
 
     # --- internals -------------------------------------------------------------------------
     def _record(
@@ -321,18 +324,17 @@ class Intake:
                     if duplicate is not None:
                         return IngestOutcome(duplicate, created=False, queued=False)
                     document_id = content_document_id(tenant, str(sha256))
-                    if repository.get_document(session, document_id) is not None:
+                    key = document_key(tenant, document_id)
+                    if repository.get_document(session, key) is not None:
                         # That id now holds other content (updated since): take a fresh one.
                         document_id = "doc_" + secrets.token_hex(10)
                     existing = None  # looked up above (a fresh id's clash fails the insert)
                 else:
-                    existing = repository.get_document(session, document_id)
+                    existing = repository.get_document(session, document_key(tenant, document_id))
                 if existing is None:
                     document = self._new_document(tenant, document_id, meta, fields)
                     session.add(document)
                     return IngestOutcome(document, created=True, queued=True)
-                if existing.tenant != tenant:
-                    raise Forbidden(documentId=document_id)
                 if sha256 is not None and existing.sha256 == sha256:
                     return IngestOutcome(existing, created=False, queued=False)
                 old_sha256 = existing.sha256
@@ -355,7 +357,8 @@ class Intake:
             with self.catalog.session() as session:
                 known = repository.find_many_by_content(session, tenant, sha256s)
                 taken = repository.existing_ids(
-                    session, {content_document_id(tenant, sha256) for sha256 in sha256s}
+                    session,
+                    {document_key(tenant, content_document_id(tenant, sha)) for sha in sha256s},
                 )
                 outcomes = []
                 for blob, head, meta in uploads:
@@ -364,7 +367,7 @@ class Intake:
                         outcomes.append(IngestOutcome(duplicate, created=False, queued=False))
                         continue
                     document_id = content_document_id(tenant, blob.sha256)
-                    if document_id in taken:
+                    if document_key(tenant, document_id) in taken:
                         # That id now holds other content (updated since): take a fresh one.
                         document_id = "doc_" + secrets.token_hex(10)
                     document = self._new_document(
@@ -394,7 +397,7 @@ class Intake:
     ) -> Document:
         now = utcnow()
         return Document(
-            id=document_id,
+            id=document_key(tenant, document_id),
             tenant=tenant,
             collection=meta.collection,
             name=meta.name,

@@ -127,10 +127,10 @@ class DocumentReader:
         """The extracted content of a completed document, or the error its state calls for."""
         document = self.get(caller, document_id)
         if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
-            raise StillProcessing(documentId=document.id, documentStatus=document.status)
+            raise StillProcessing(documentId=document.public_id, documentStatus=document.status)
         if document.status == DocumentStatus.FAILED.value:
             raise ContentUnavailable(
-                documentId=document.id,
+                documentId=document.public_id,
                 status=document.status,
                 failureCode=document.error_code,
                 reason=document.error_message,
@@ -139,7 +139,7 @@ class DocumentReader:
         if not document.sha256 or not self.extracts.exists(document.sha256, fmt):
             raise ContentUnavailable(
                 "The extracted content is missing; re-upload the document.",
-                documentId=document.id,
+                documentId=document.public_id,
                 status=document.status,
                 failureCode="CONTENT_MISSING",
             )
@@ -160,7 +160,7 @@ class DocumentReader:
         """The whole document, or as many whole pages from the first as fit one part."""
         document, result = self.content(caller, document_id)
         pages = pages_of(result)
-        return self._pages_part(document, pages, 1, len(pages), extracted_uri(document.id))
+        return self._pages_part(document, pages, 1, len(pages), extracted_uri(document.public_id))
 
     def pages(self, caller: Caller, document_id: str, pages_range: str) -> DocumentPart:
         """Pages ``first..last`` (``"3"`` or ``"3-7"``), as many whole pages as fit."""
@@ -170,10 +170,10 @@ class DocumentReader:
         if first > len(pages):
             raise NotFound(
                 f"The document has {len(pages)} page(s).",
-                documentId=document.id,
+                documentId=document.public_id,
                 pageCount=len(pages),
             )
-        uri = pages_uri(document.id, pages_range)
+        uri = pages_uri(document.public_id, pages_range)
         return self._pages_part(document, pages, first, min(last, len(pages)), uri)
 
     def lines(self, caller: Caller, document_id: str, lines_range: str) -> DocumentPart:
@@ -185,7 +185,7 @@ class DocumentReader:
         if first > len(lines):
             raise NotFound(
                 f"The document has {len(lines)} line(s).",
-                documentId=document.id,
+                documentId=document.public_id,
                 lineCount=len(lines),
             )
         last = min(last, len(lines))
@@ -209,7 +209,7 @@ class DocumentReader:
         }
         text = "\n".join(out)
         if shown < last:
-            rest = lines_uri(document.id, f"{shown + 1}-{last}")
+            rest = lines_uri(document.public_id, f"{shown + 1}-{last}")
             meta["nextUri"] = rest
             text += f"\n\n[Lines {first}-{shown} of {len(lines)}. Continue with {rest}]"
         return DocumentPart(document, text, meta)
@@ -245,7 +245,7 @@ class DocumentReader:
         }
         if truncated:
             rest = shown + 1 if shown < last else shown
-            next_uri = pages_uri(document.id, f"{rest}-{last}" if rest < last else str(rest))
+            next_uri = pages_uri(document.public_id, f"{rest}-{last}" if rest < last else str(rest))
             if shown < last:
                 meta["nextUri"] = next_uri
                 body += f"\n\n[Part of the document: pages {first}-{shown} of {len(pages)}. "
@@ -281,7 +281,7 @@ def status_of(document: Document, fingerprint: str | None = None) -> DocumentSta
     completed = document.status == "completed"
     vectors = vectors_state(document, fingerprint)
     return DocumentStatusOut(
-        documentId=document.id,
+        documentId=document.public_id,
         documentName=document.name,
         status=document.status,  # type: ignore[arg-type]
         ready=document.status == "completed",
@@ -303,5 +303,5 @@ def status_of(document: Document, fingerprint: str | None = None) -> DocumentSta
         extractedAt=document.extracted_at.isoformat() if document.extracted_at else None,
         chunks=document.chunk_count if completed else None,
         vectors=vectors,
-        uri=extracted_uri(document.id),
+        uri=extracted_uri(document.public_id),
     )

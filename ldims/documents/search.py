@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 import indexer
 from indexer.embedding import Embedder, EmbedderUnavailable, QueryCache
 from ldims.caller import Caller
+from ldims.catalog import public_document_id
 from ldims.compact_schema import compact_field
 from ldims.documents.uris import pages_uri
 from ldims.errors import InvalidInput, QueryUnprocessable, SearchTimeout, ServiceUnavailable
@@ -478,14 +479,14 @@ def _check_int(value: object, field: str, low: int, high: int) -> None:
 
 def _result(hit: indexer.SearchHit) -> SearchResult:
     return SearchResult(
-        documentId=hit.document_id,
+        documentId=public_document_id(hit.document_id),
         documentName=hit.name,
         relevanceScore=hit.score,
         matchedContext=hit.snippet,
         pageNumber=hit.page,
         lineStart=hit.line_start,
         lineEnd=hit.line_end,
-        uri=pages_uri(hit.document_id, str(hit.page)),
+        uri=pages_uri(public_document_id(hit.document_id), str(hit.page)),
         metadata=ResultMetadata(
             createdAt=hit.created_at.isoformat() if hit.created_at else None,
             submitter=hit.submitter,

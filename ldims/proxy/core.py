@@ -252,7 +252,7 @@ class Proxy:
             for section in view.sections[:MAX_SECTIONS_LISTED]
         ]
         result: dict[str, Any] = {
-            "doc_id": document.id,
+            "doc_id": document.public_id,
             "title": title,
             "format": document.format,
             "language": view.language,
@@ -279,7 +279,7 @@ class Proxy:
         )
         masked: dict[str, int] = {}
         result: dict[str, Any] = {
-            "doc_id": document.id,
+            "doc_id": document.public_id,
             "results": [
                 {
                     "page": hit.page,

@@ -6,7 +6,7 @@ footers are already out of them: extraction keeps them apart) and the sections w
 ids. Views are cached by content hash, so a model reading a document page by page parses its
 extraction once; the cache is bounded by characters.
 
-Another tenant's document is not found, exactly like an unknown id (no existence oracle).
+Ids are the caller's tenant's own: another tenant's document of an id is never found.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import TypeVar
 from sqlalchemy.exc import DBAPIError
 
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, DocumentStatus, repository
+from ldims.catalog import Catalog, Document, DocumentStatus, document_key, repository
 from ldims.errors import ContentUnavailable, NotFound, StillProcessing
 from ldims.proxy.errors import StoreUnavailable, ToolError
 from ldims.proxy.sections import SectionView, sections_of
@@ -104,7 +104,8 @@ class ProxyStore:
 
     def record(self, caller: Caller, doc_id: str) -> Document:
         """The caller's document record; ``NotFound`` for an unknown id or another tenant's."""
-        document = self._guarded(lambda: self._record(doc_id), self.catalog_breaker)
+        key = document_key(caller.tenant, doc_id)
+        document = self._guarded(lambda: self._record(key), self.catalog_breaker)
         if document is None or document.tenant != caller.tenant:
             raise NotFound(f"Document {doc_id} not found.", doc_id=doc_id)
         return document
@@ -151,10 +152,10 @@ class ProxyStore:
             return value
         raise AssertionError("unreachable")
 
-    def _record(self, doc_id: str) -> Document | None:
+    def _record(self, key: str) -> Document | None:
         try:
             with self.catalog.session() as session:
-                return repository.get_document(session, doc_id)
+                return repository.get_document(session, key)
         except DBAPIError as exc:  # every backend's driver errors, wrapped by SQLAlchemy
             raise _CatalogDown from exc
 
@@ -163,13 +164,13 @@ class ProxyStore:
         if not sha or not self.extracts.exists(sha, fmt):
             raise ContentUnavailable(
                 "The extracted content is missing; re-upload the document.",
-                doc_id=document.id,
+                doc_id=document.public_id,
                 failureCode="CONTENT_MISSING",
             )
         try:
             return self.extracts.load(sha, fmt)
         except (ValueError, KeyError, TypeError) as exc:  # JSON damaged: never garbage
-            raise ToolError(doc_id=document.id, reason="damaged extraction") from exc
+            raise ToolError(doc_id=document.public_id, reason="damaged extraction") from exc
 
     def _keep(self, key: tuple[str, str], view: DocumentView) -> None:
         with self._lock:
@@ -192,7 +193,7 @@ def _view_of(document: Document, result: ExtractionResult) -> DocumentView:
         pages = (result.text,)
     for number, text in enumerate(pages, start=1):
         if not isinstance(text, str):
-            raise ToolError(doc_id=document.id, reason=f"damaged page {number}")
+            raise ToolError(doc_id=document.public_id, reason=f"damaged page {number}")
     metadata = result.metadata if isinstance(result.metadata, dict) else {}
     return DocumentView(
         document=document,

@@ -21,7 +21,7 @@ from wcmatch import glob
 
 from indexer import qmd_title
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, DocumentStatus
+from ldims.catalog import Catalog, Document, DocumentStatus, public_document_id
 from ldims.documents import Documents
 from ldims.documents.reading import pages_of
 from ldims.errors import InvalidInput, QueryUnprocessable
@@ -517,7 +517,7 @@ class Qmd:
     def _body(self, caller: Caller, file: QmdFile) -> str:
         """The document's text (see the module); the states' errors as the documents core
         raises them (still processing, failed)."""
-        _, result = self.documents.reader.content(caller, file.document_id)
+        _, result = self.documents.reader.content(caller, public_document_id(file.document_id))
         pages = pages_of(result)
         if len(pages) <= 1:
             return pages[0] if pages else ""

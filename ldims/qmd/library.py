@@ -20,7 +20,7 @@ from pathlib import Path
 from sqlalchemy import func, select
 
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, utcnow
+from ldims.catalog import Catalog, Document, document_key, public_document_id, utcnow
 from ldims.catalog.models import FolderCollection, PathContext
 from ldims.documents import DocumentMeta, Documents
 from ldims.documents.intake import FolderUpload
@@ -134,7 +134,7 @@ class Library:
             folder = session.get(FolderCollection, (caller.tenant, name))
             if folder is None:
                 raise self._unknown(session, caller, name)
-            ids = list(
+            ids = _public(
                 session.scalars(
                     select(Document.id).where(
                         Document.tenant == caller.tenant,
@@ -163,7 +163,7 @@ class Library:
                 session.query(model).filter_by(tenant=caller.tenant, collection=old).update(
                     {model.collection: new}, synchronize_session=False
                 )
-            renamed = list(
+            renamed = _public(
                 session.scalars(select(Document.id).filter_by(tenant=caller.tenant, collection=new))
             )
         # The index and the vectors still hold the old name: the documents go through again.
@@ -305,7 +305,16 @@ class Library:
                     Document.source_path.is_not(None),
                 )
             ).all()
-            taken = set(session.scalars(select(Document.id).where(Document.id.like("qmd_%"))))
+            taken = set(
+                _public(
+                    session.scalars(
+                        select(Document.id).where(
+                            Document.tenant == caller.tenant,
+                            Document.id.like(document_key(caller.tenant, "qmd_%")),
+                        )
+                    )
+                )
+            )
         known = {row.source_path: row for row in rows}
         seen: set[str] = set()
         pending: list[FolderUpload] = []
@@ -337,7 +346,7 @@ class Library:
                     self.documents.intake.ingest_folder_files(caller, pending)
                     pending = []
         self.documents.intake.ingest_folder_files(caller, pending)
-        gone = [row.id for path, row in known.items() if path not in seen]
+        gone = [public_document_id(row.id) for path, row in known.items() if path not in seen]
         report.removed = self.documents.intake.delete_many(caller, gone)
         with self.catalog.session() as session:
             for document_id, mtime_ns in touched:
@@ -386,7 +395,7 @@ class Library:
             return None
         blob = writer.commit()
         if row is not None:
-            document_id = row.id  # type: ignore[attr-defined]
+            document_id = public_document_id(row.id)  # type: ignore[attr-defined]
         else:
             document_id = folder_document_id(caller.tenant, collection, file.path)
             if document_id in taken:  # a path of a renamed or removed collection had it
@@ -439,3 +448,8 @@ class Library:
             f"{target} is neither qmd://collection/path nor inside a collection's folder.",
             field="path",
         )
+
+
+def _public(keys: Iterable[str]) -> list[str]:
+    """The tenant's ids of documents given by their catalog keys."""
+    return [public_document_id(key) for key in keys]

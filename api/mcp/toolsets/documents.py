@@ -212,7 +212,7 @@ def _register_writes(server: LdimsMCP) -> None:
             intake.ingest_bytes, server.caller(ctx), data, meta, documentId
         )
         return IngestOutput(
-            documentId=outcome.document.id,
+            documentId=outcome.document.public_id,
             status=outcome.document.status,
             statusCode=202 if outcome.queued else 200,
             version=outcome.document.version,
