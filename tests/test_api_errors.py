@@ -17,7 +17,7 @@ from fastapi.testclient import TestClient
 from ldims.errors import PermanentError
 from ldims.settings import Settings
 from runtime import create_app
-from tests.conftest import RedisServer, free_port
+from tests.conftest import RedisServer, free_port, key_of
 from tests.tika_server import running_tika_server
 from workers import pipeline
 
@@ -119,12 +119,14 @@ def test_another_tenants_document_is_not_found_as_an_unknown_one(client: TestCli
         unknown = client.request(method, path.format("nope-0000"), headers=other)
         assert_error(foreign, 404, "RESOURCE_NOT_FOUND")
         assert foreign.text.replace(doc_id, "<id>") == unknown.text.replace("nope-0000", "<id>")
-    # Nor can tenant b overwrite it by naming its id.
-    assert_error(upload(client, b"hijack", documentId=doc_id, **other), 403, "FORBIDDEN")
     assert client.get("/api/documents", headers=other).json()["total"] == 0
-    assert (
-        client.get(f"/api/documents/{doc_id}", headers={"X-LDIMS-Tenant": "a"}).status_code == 200
-    )
+    # Ids are each tenant's own: b naming a's id makes a document of b's, and a's stays a's.
+    taken = upload(client, b"tenant b text", documentId=doc_id, **other)
+    assert taken.status_code == 202 and taken.json()["created"] is True, taken.text
+    mine = client.get(f"/api/documents/{doc_id}", headers={"X-LDIMS-Tenant": "a"}).json()
+    theirs = client.get(f"/api/documents/{doc_id}", headers=other).json()
+    assert (mine["tenant"], mine["size"]) == ("a", len(b"tenant a text"))
+    assert (theirs["tenant"], theirs["size"]) == ("b", len(b"tenant b text"))
 
 
 def test_content_of_a_queued_document_is_202_processing(client: TestClient) -> None:
@@ -144,8 +146,8 @@ def test_content_of_a_failed_document_is_409_with_the_failure(
     # Run the real extract step in this process: it must record UNSUPPORTED_FORMAT.
     rt = pipeline.Runtime(settings)
     with rt.sandbox, pytest.raises(PermanentError) as raised:
-        pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
-    pipeline.record_failure(rt, doc_id, sha, raised.value.code, raised.value.message)
+        pipeline.run_extract(rt, key_of(doc_id), sha, first_delivery=True)
+    pipeline.record_failure(rt, key_of(doc_id), sha, raised.value.code, raised.value.message)
     body = assert_error(
         client.get(f"/api/documents/{doc_id}/content"), 409, "CONTENT_UNAVAILABLE_OR_FAILED"
     )
@@ -263,8 +265,8 @@ def test_completed_document_whose_extraction_vanished_is_409(
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
     rt = pipeline.Runtime(settings)
     with rt.sandbox:
-        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True)
-    assert pipeline.run_index_batch(rt, [pipeline.IndexJob(doc_id, sha)]) == {}
+        assert pipeline.run_extract(rt, key_of(doc_id), sha, first_delivery=True)
+    assert pipeline.run_index_batch(rt, [pipeline.IndexJob(key_of(doc_id), sha)]) == {}
     assert client.get(f"/api/documents/{doc_id}/content").json()["text"] == "short lived"
     rt.extracts.delete(sha)
     body = assert_error(

@@ -9,7 +9,7 @@ import pytest
 
 from indexer import DocumentIndex
 from ldims.blobs import BlobStore
-from tests.conftest import DOCS, RedisServer, Stack
+from tests.conftest import DOCS, RedisServer, Stack, key_of
 
 
 def test_markdown_and_text_reach_completed_and_serve_their_text(stack: Stack) -> None:
@@ -37,7 +37,7 @@ def test_markdown_and_text_reach_completed_and_serve_their_text(stack: Stack) ->
     assert "Однажды, в студеную зимнюю пору" in cp866["text"]
 
     index = DocumentIndex(stack.settings.index_dir)
-    assert index.chunk_count(md_id) == 1 and index.chunk_count(txt_id) == 1
+    assert index.chunk_count(key_of(md_id)) == 1 and index.chunk_count(key_of(txt_id)) == 1
 
 
 def test_content_is_202_until_a_worker_takes_it(stack: Stack) -> None:
@@ -94,7 +94,7 @@ def test_same_content_is_a_noop_and_new_content_a_new_version(stack: Stack) -> N
     assert record["status"] == "completed" and record["version"] == 2
     assert stack.client.get(f"/api/documents/{doc_id}/content").json()["text"] == "version two text"
     index = DocumentIndex(stack.settings.index_dir)
-    assert index.indexed_versions(doc_id) == {2} and index.chunk_count(doc_id) == 1
+    assert index.indexed_versions(key_of(doc_id)) == {2} and index.chunk_count(key_of(doc_id)) == 1
     assert not BlobStore(stack.settings.blobs_dir).exists(old_sha)
     listing = stack.client.get("/api/documents").json()
     assert listing["total"] == 1
@@ -105,16 +105,16 @@ def test_delete_removes_catalog_row_index_chunks_and_files(stack: Stack) -> None
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
     stack.wait_final(doc_id)
     index = DocumentIndex(stack.settings.index_dir)
-    assert index.chunk_count(doc_id) == 1
+    assert index.chunk_count(key_of(doc_id)) == 1
 
     deleted = stack.client.delete(f"/api/documents/{doc_id}")
     assert deleted.status_code == 200 and deleted.json() == {"documentId": doc_id, "deleted": True}
     assert stack.client.get(f"/api/documents/{doc_id}").status_code == 404
     assert not BlobStore(stack.settings.blobs_dir).exists(sha)
     deadline = time.monotonic() + 20
-    while index.chunk_count(doc_id) and time.monotonic() < deadline:
+    while index.chunk_count(key_of(doc_id)) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert index.chunk_count(doc_id) == 0
+    assert index.chunk_count(key_of(doc_id)) == 0
 
 
 def test_the_pipeline_runs_on_a_postgresql_catalog(

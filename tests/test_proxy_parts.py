@@ -24,7 +24,7 @@ from ldims.proxy import CircuitBreaker, Limiter, LimitSettings, ProxyStore
 from ldims.proxy.errors import RateLimitExceeded, StoreUnavailable, ToolError
 from ldims.proxy.sections import sections_of, slug
 from ldims.proxy.tokens import count_tokens, trim_to_tokens
-from tests.conftest import RedisServer, free_port, make_settings, settings_env
+from tests.conftest import RedisServer, free_port, key_of, make_settings, settings_env
 from workers import ExtractStore
 from workers.extraction import ExtractionResult, Page, Section
 
@@ -41,7 +41,7 @@ def add(catalog: Catalog, doc_id: str, tenant: str, sha: str) -> None:
     with catalog.session() as session:
         session.add(
             Document(
-                id=doc_id,
+                id=key_of(doc_id, tenant),
                 tenant=tenant,
                 collection="c",
                 name=f"{doc_id}.md",

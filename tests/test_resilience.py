@@ -17,7 +17,7 @@ from indexer import DocumentIndex
 from ldims.catalog import Catalog, repository, utcnow
 from ldims.settings import Settings
 from runtime import create_app
-from tests.conftest import RedisServer, Stack, wait_until
+from tests.conftest import RedisServer, Stack, key_of, wait_until
 from workers import pipeline
 
 
@@ -56,7 +56,7 @@ def test_kill_9_of_the_extract_worker_loses_nothing(
     for record in records:
         # Exactly once: one version in the index, and the same number of chunks as a clean run.
         assert index.indexed_versions(record["documentId"]) == {1}
-    chunk_counts = {index.chunk_count(i) for i in ids}
+    chunk_counts = {index.chunk_count(key_of(i)) for i in ids}
     assert len(chunk_counts) == 1 and chunk_counts.pop() > 1
     assert len(index.document_ids()) == 4
 
@@ -124,7 +124,7 @@ def test_200_concurrent_uploads_all_end_final_and_duplicates_add_nothing(stack: 
 def _attempts(settings: Settings, document_ids: list[str]) -> list[int]:
     catalog = Catalog(settings.catalog_url)
     with catalog.session() as session:
-        return [repository.get_document(session, i).attempts for i in document_ids]
+        return [repository.get_document(session, key_of(i)).attempts for i in document_ids]
 
 
 def test_a_backlog_is_waiting_not_stuck(
@@ -151,25 +151,26 @@ def test_a_duplicate_delivery_of_a_held_document_is_dropped(
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         response = client.post("/api/documents", files={"file": ("a.txt", b"held by a worker")})
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
+    key = key_of(doc_id)
     rt = pipeline.Runtime(settings)
     # The sandbox starts first: on a loaded machine its start alone can outlast the 1.5 s
     # in which a holder counts as live, and the holder must be live when the duplicate comes.
     with rt.sandbox:
         with rt.catalog.session() as session:
-            repository.start_processing(session, doc_id, sha)  # a live worker took it just now
-        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is False
+            repository.start_processing(session, key, sha)  # a live worker took it just now
+        assert pipeline.run_extract(rt, key, sha, first_delivery=True) is False
         assert _attempts(settings, [doc_id]) == [1]
         # The holder keeps it fresh with heartbeats for as long as it works...
-        with pipeline.heartbeat(rt, doc_id, sha):
+        with pipeline.heartbeat(rt, key, sha):
             time.sleep(3 * pipeline.heartbeat_seconds(settings))
-            assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is False
+            assert pipeline.run_extract(rt, key, sha, first_delivery=True) is False
         # A message the broker gave back (its holder died) takes the document over at once.
-        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True, redelivered=True)
+        assert pipeline.run_extract(rt, key, sha, first_delivery=True, redelivered=True)
         assert _attempts(settings, [doc_id]) == [2]
         # And once the heartbeats stop (a lost message), a fresh delivery takes it over too.
         with rt.catalog.session() as session:
-            repository.get_document(session, doc_id).status_changed_at = utcnow() - timedelta(
+            repository.get_document(session, key).status_changed_at = utcnow() - timedelta(
                 seconds=2 * pipeline.heartbeat_seconds(settings)
             )
-        assert pipeline.run_extract(rt, doc_id, sha, first_delivery=True) is True
+        assert pipeline.run_extract(rt, key, sha, first_delivery=True) is True
     assert _attempts(settings, [doc_id]) == [3]
