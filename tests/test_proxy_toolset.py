@@ -315,6 +315,43 @@ def test_another_tenants_document_answers_exactly_as_an_unknown_one(env: Env) ->
         assert bodies[0] == bodies[1] and bodies[0][0] == 404
 
 
+def test_the_same_id_in_two_tenants_is_two_documents(env: Env) -> None:
+    """The hostile finding: one id namespace let a tenant take an id first and lock the other
+    out of it for ever. Ids are each tenant's own: both tenants hold ``invoice-2024-001``,
+    each reads, searches and deletes only its own."""
+    doc_id = "invoice-2024-001"
+    bodies = {
+        "globex": b"# Globex invoice\n\nPaid by wire.\n",
+        "admin": b"# Acme invoice\n\nUnpaid.\n",
+    }
+    for key, body in bodies.items():  # globex takes the id first
+        response = env.stack.client.post(
+            "/api/documents",
+            files={"file": ("invoice.md", body)},
+            data={"documentId": doc_id},
+            headers=env.headers(key),
+        )
+        assert response.status_code == 202 and response.json()["created"] is True, response.text
+        env.wait(doc_id, key)
+    acme = ok(env.execute("read_doc_metadata", {"doc_id": doc_id}, trace_id="same-id"))
+    assert acme["title"] == "Acme invoice"
+    found = env.stack.client.get(
+        "/api/search",
+        params={"query": "invoice", "searchMode": "exact"},
+        headers=env.headers("globex"),
+    ).json()
+    assert [(hit["documentId"], hit["documentName"]) for hit in found["results"]] == [
+        (doc_id, "invoice.md")
+    ]
+    assert "Paid by wire" in found["results"][0]["matchedContext"]
+    deleted = env.stack.client.delete(f"/api/documents/{doc_id}", headers=env.headers("globex"))
+    assert deleted.status_code == 200
+    again = ok(env.execute("read_doc_metadata", {"doc_id": doc_id}, trace_id="same-id-2"))
+    assert again["title"] == "Acme invoice"
+    gone = env.stack.client.get(f"/api/documents/{doc_id}", headers=env.headers("globex"))
+    assert gone.status_code == 404
+
+
 def test_only_an_internal_key_may_act_for_another_user_or_tenant(env: Env) -> None:
     doc = env.docs["globex"]
     forged = {"user_id": "mallory", "tenant_id": "globex"}
