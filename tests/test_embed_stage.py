@@ -27,7 +27,16 @@ from ldims.documents.core import Documents
 from ldims.documents.search import RestSearchFilters
 from ldims.errors import ServiceUnavailable
 from ldims.settings import Settings
-from tests.conftest import ROOT, RedisServer, Stack, Worker, free_port, settings_env, wait_until
+from tests.conftest import (
+    ROOT,
+    RedisServer,
+    Stack,
+    Worker,
+    free_port,
+    key_of,
+    settings_env,
+    wait_until,
+)
 from workers import Dispatcher
 
 CATS = "Felines sleep for most of the day and hunt at dusk; a kitten needs milk.\n"
@@ -112,9 +121,9 @@ def test_vectors_follow_the_document_through_replace_and_delete(semantic_stack: 
     assert store.rows() == 2  # one chunk each: no row of the old version left
 
     assert stack.client.delete(f"/api/documents/{cats}").status_code in (200, 204)
-    wait_until(lambda: cats not in store.document_ids(), 30)
+    wait_until(lambda: key_of(cats) not in store.document_ids(), 30)
     assert cats not in dense(stack, "how much do cats doze")
-    assert store.document_ids() == {bank}
+    assert store.document_ids() == {key_of(bank)}
 
 
 def test_status_counts_pending_vectors_and_a_model_change_makes_them_pending(
@@ -195,7 +204,7 @@ def test_vectors_whose_message_was_lost_are_redriven_by_the_reconciler(
         vectors_ready(stack, document_id, timeout=60)
     finally:
         embed.stop()
-    assert VectorStore(stack.settings.vectors_dir).document_ids() == {document_id}
+    assert VectorStore(stack.settings.vectors_dir).document_ids() == {key_of(document_id)}
 
 
 def test_embedding_waits_while_documents_wait_for_extraction(semantic_stack: Any) -> None:

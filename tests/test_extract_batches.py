@@ -15,7 +15,7 @@ from collections.abc import Callable
 import redis
 
 from indexer import DocumentIndex
-from tests.conftest import DOCS, RedisServer, Stack, wait_until
+from tests.conftest import DOCS, RedisServer, Stack, key_of, wait_until
 
 
 def index_messages(broker: redis.Redis) -> list[list[object]]:
@@ -53,7 +53,7 @@ def test_one_task_extracts_the_waiting_documents_each_with_its_own_outcome(
     assert broker.llen("extract") == 15  # one message per upload, the stale version's too
 
     stack.extract_worker.start()
-    extracted = set(good) | {replaced}
+    extracted = {key_of(i) for i in good} | {key_of(replaced)}
     wait_until(lambda: sum(map(jobs_in, index_messages(broker))) == len(extracted), 120, 0.1)
     messages = index_messages(broker)
     # Batches of at most 8 documents: the 11 extracted versions in fewer messages than that.
@@ -64,11 +64,11 @@ def test_one_task_extracts_the_waiting_documents_each_with_its_own_outcome(
         assert record["status"] == "failed" and record["error"]["code"] == code
 
     stack.index_worker.start()
-    for doc_id in extracted:
+    for doc_id in [*good, replaced]:
         assert stack.wait_final(doc_id)["status"] == "completed"
     index = DocumentIndex(stack.settings.index_dir)
     assert index.document_ids() == extracted
-    assert index.indexed_versions(replaced) == {2}
+    assert index.indexed_versions(key_of(replaced)) == {2}
     assert stack.client.get(f"/api/documents/{replaced}/content").json()["text"] == (
         "second version quarterly"
     )

@@ -24,6 +24,7 @@ from tests.conftest import (
     RedisServer,
     Stack,
     Worker,
+    key_of,
     make_settings,
     wait_until,
 )
@@ -200,7 +201,7 @@ def test_a_failed_document_is_one_warning_line_with_its_id_and_code(stack: Stack
         assert len(lines) == 1, lines
         assert re.search(
             rf" WARNING ForkPoolWorker-\d+ \[{TASK_ID}\] workers\.pipeline: "
-            rf"document {document_id} failed: {code}$",
+            rf"document {key_of(document_id)} failed: {code}$",  # tenant/id: whose it is
             lines[0],
         ), lines[0]
         assert record["error"]["message"] not in log_path.read_text()
@@ -233,7 +234,7 @@ def test_at_info_every_task_line_carries_the_task_id_and_a_failure_stays_one_lin
     assert len(failure) == 1, failure
     task_id = LINE.match(failure[0])["id"]  # type: ignore[index]
     assert re.fullmatch(TASK_ID, task_id)
-    assert failure[0].endswith(f"document {failed_id} failed: ENCRYPTED")
+    assert failure[0].endswith(f"document {key_of(failed_id)} failed: ENCRYPTED")
 
     text = log_path.read_text()
     # Celery's own lines, in our format: "received" in the main process (no task running

@@ -36,6 +36,7 @@ from tests.conftest import (
     INITIALIZE,
     RedisServer,
     Stack,
+    key_of,
     make_settings,
     settings_env,
     wait_until,
@@ -115,7 +116,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) 
     with catalog.session() as session:
         session.add(
             Document(
-                id="doc-busy",
+                id=key_of("doc-busy", "acme"),
                 tenant="acme",
                 collection="default",
                 name="busy.pdf",

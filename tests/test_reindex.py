@@ -8,7 +8,7 @@ import subprocess
 import sys
 
 from indexer import SCHEMA_VERSION, DocumentIndex, SearchRequest
-from tests.conftest import ROOT, Stack, settings_env
+from tests.conftest import ROOT, Stack, key_of, settings_env
 
 
 def reindex(stack: Stack, *options: str) -> str:
@@ -41,11 +41,11 @@ def test_reindex_rebuilds_a_missing_index_from_the_catalog(stack: Stack) -> None
     shutil.rmtree(stack.settings.index_dir / f"v{SCHEMA_VERSION}")
     assert "reindexed 3 documents" in reindex(stack, "--if-needed")
     index = DocumentIndex(stack.settings.index_dir)
-    assert index.ready and index.document_ids() == set(ids.values())
+    assert index.ready and index.document_ids() == {key_of(i) for i in ids.values()}
     found = index.search(SearchRequest(tenant="default", query="документами"))
-    assert [hit.document_id for hit in found.hits] == [ids["ru.txt"]]
+    assert [hit.document_id for hit in found.hits] == [key_of(ids["ru.txt"])]
     assert "up to date" in reindex(stack, "--if-needed")
     # A full rebuild swaps in a new folder; an index opened before sees it on its next search.
     assert "reindexed 3 documents" in reindex(stack)
     found = index.search(SearchRequest(tenant="default", query="硬盘"))
-    assert [hit.document_id for hit in found.hits] == [ids["zh.md"]]
+    assert [hit.document_id for hit in found.hits] == [key_of(ids["zh.md"])]
