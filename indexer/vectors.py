@@ -237,6 +237,33 @@ class VectorStore:
         hits = [DenseHit(*hit) for hit in rank(scored, limit)]
         return hits, sum(found.in_scope for found in scored)
 
+    def document_vectors(
+        self, document_id: str, version: int, fingerprint: str
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(chunk numbers, unit vectors) of the live rows of one version of a document: what
+        a search inside that document scores. Empty when the store holds another model's."""
+        snapshot = self._current()
+        empty = (np.zeros(0, dtype=np.int64), np.zeros((0, snapshot.dim or 0), np.float32))
+        if snapshot.fingerprint != fingerprint or snapshot.dim is None:
+            return empty
+        chunks: list[np.ndarray] = []
+        vectors: list[np.ndarray] = []
+        for part in snapshot.parts:
+            code = part.segment.code("documents", document_id)
+            if code is None:
+                continue
+            rows = part.segment.rows
+            match = (rows["doc"] == code) & (rows["version"] == version)
+            if part.deleted is not None:
+                match &= ~part.deleted
+            where = np.flatnonzero(match)
+            if where.size:
+                chunks.append(np.asarray(rows["chunk"][where], dtype=np.int64))
+                vectors.append(np.asarray(part.segment.vectors[where], dtype=np.float32))
+        if not chunks:
+            return empty
+        return np.concatenate(chunks), np.concatenate(vectors)
+
     def vectors_of(self, hits: Sequence[DenseHit], fingerprint: str) -> np.ndarray:
         """The stored vectors of the chunks ``hits`` name (live rows of the same version;
         one row per hit found, in order); empty when the store holds another model's."""

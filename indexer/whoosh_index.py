@@ -52,7 +52,7 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
-from indexer.passages import PassageHit, search_document
+from indexer.passages import DenseChunks, PassageHit, search_document
 from indexer.rerank import Reranker
 from indexer.schema import SCHEMA_VERSION, build_schema
 from indexer.search import check_keyword_cost, run_search
@@ -433,12 +433,21 @@ class DocumentIndex:
         limit: int,
         snippet_chars: int = 240,
         within: float | None = None,
+        dense: DenseChunks | None = None,
     ) -> tuple[list[PassageHit], int]:
         """The best chunks of one document for ``query``, by the document's own statistics
-        (:mod:`indexer.passages`), and how many of its chunks match."""
+        (:mod:`indexer.passages`; fused with ``dense``, its chunks ranked by the query's
+        vector), and how many of its chunks match the query's words."""
         with deadline_in(within), self._searchers.snapshot(True) as snapshot:
             return search_document(
-                snapshot.searcher, snapshot, document_id, version, query, limit, snippet_chars
+                snapshot.searcher,
+                snapshot,
+                document_id,
+                version,
+                query,
+                limit,
+                snippet_chars,
+                dense,
             )
 
     def lexical_search(

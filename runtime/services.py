@@ -26,7 +26,9 @@ def build_services(settings: Settings) -> Services:
         dispatcher=dispatcher,
         documents=documents,
         qmd=Qmd(settings, catalog, documents),
-        proxy=build_proxy(settings, catalog, lambda: documents.index),
+        proxy=build_proxy(
+            settings, catalog, lambda: documents.index, documents.search.query_vector
+        ),
         keys=KeyRing(settings, catalog),
     )
 

@@ -27,6 +27,7 @@ from ldims.documents.core import Documents
 from ldims.documents.search import RestSearchFilters
 from ldims.errors import ServiceUnavailable
 from ldims.settings import Settings
+from runtime import build_services
 from tests.conftest import (
     ROOT,
     RedisServer,
@@ -221,3 +222,49 @@ def test_embedding_waits_while_documents_wait_for_extraction(semantic_stack: Any
     assert stack.wait_final(second)["status"] == "completed"
     vectors_ready(stack, first)
     vectors_ready(stack, second)
+
+
+def _three_pages_docx() -> bytes:
+    import io
+
+    from docx import Document as Docx
+
+    made = Docx()
+    for number, text in enumerate((CATS, BANK, PIE)):
+        if number:
+            made.add_page_break()
+        made.add_paragraph(text.strip())
+    out = io.BytesIO()
+    made.save(out)
+    return out.getvalue()
+
+
+def test_in_document_search_uses_the_chunks_vectors_once_they_exist(semantic_stack: Any) -> None:
+    """The proxy's ``doc_local_search``: by words alone before the vectors exist; then a
+    question sharing no word with a page finds that page by its vector, and a question by
+    its words still ranks the page with those words first."""
+    stack, embed = semantic_stack
+    embed.stop()
+    doc_id = stack.upload("topics.docx", _three_pages_docx()).json()["documentId"]
+    assert stack.wait_final(doc_id)["chunks"] == 3
+    services = build_services(stack.settings)
+    caller = Caller(tenant="default")
+
+    def local(query: str, trace: str) -> dict[str, Any]:
+        arguments = {"doc_id": doc_id, "query": query, "max_results": 3}
+        return services.proxy.call(caller, "doc_local_search", arguments, trace)
+
+    try:
+        words_only = local("pastry dessert", "before")
+        assert words_only["results"] == [] and "vector" not in words_only["ranked_by"]
+        embed.start()
+        vectors_ready(stack, doc_id)
+        semantic = local("pastry dessert", "after")
+        assert "vector" in semantic["ranked_by"]
+        assert semantic["results"][0]["page"] == 3, semantic
+        assert semantic["total_matches"] == 0  # no chunk holds the words
+        by_words = local("interest rates inflation", "words")
+        assert by_words["results"][0]["page"] == 2 and by_words["results"][0]["score"] == 1.0
+        assert "central bank" in by_words["results"][0]["snippet"]
+    finally:
+        services.close()

@@ -29,6 +29,7 @@ from datetime import date, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import indexer
@@ -319,6 +320,18 @@ class DocumentSearch:
                 issue="dense needs vectors, and semantic search is off (LDIMS_EMBEDDING_MODEL)",
             )
         return prepared
+
+    def query_vector(self, text: str) -> tuple[np.ndarray, str] | None:
+        """``text``'s embedding (cached) and the model's fingerprint; None when semantic
+        search is off or the model does not answer (the caller searches by words alone)."""
+        embedder = self._embedder()
+        if embedder is None:
+            return None
+        try:
+            vector = self._queries.vector(embedder, text[: self.settings.embedding_query_max_chars])
+        except EmbedderUnavailable:
+            return None
+        return vector, embedder.fingerprint
 
     def _cached_vector(self, prepared: _Prepared) -> bool:
         """Put the query's vector on ``prepared`` when the cache holds it."""

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from indexer import DocumentIndex
 from ldims.catalog import Catalog
 from ldims.proxy.audit import AuditEntry, AuditTrail
-from ldims.proxy.core import DOC_TOOLS, TOOLS, Proxy, ProxyConfig
+from ldims.proxy.core import DOC_TOOLS, TOOLS, Proxy, ProxyConfig, QueryVector
 from ldims.proxy.errors import (
     AccessDenied,
     RateLimitExceeded,
@@ -56,9 +56,14 @@ def limit_settings(settings: Settings) -> LimitSettings:
     )
 
 
-def build_proxy(settings: Settings, catalog: Catalog, index: Callable[[], DocumentIndex]) -> Proxy:
+def build_proxy(
+    settings: Settings,
+    catalog: Catalog,
+    index: Callable[[], DocumentIndex],
+    query_vector: QueryVector = lambda text: None,
+) -> Proxy:
     """The proxy of ``settings``: limits in their Redis, audit in ``catalog``, in-document
-    search on ``index()``."""
+    search on ``index()`` (with the vectors of ``query_vector`` when semantic search is on)."""
     kinds = settings.mcp_proxy_mask
     return Proxy(
         ProxyStore(catalog, ExtractStore(settings.extracts_dir)),
@@ -70,6 +75,9 @@ def build_proxy(settings: Settings, catalog: Catalog, index: Callable[[], Docume
             chunk_limit_tokens=settings.doc_chunk_limit_tokens,
             max_pages=settings.mcp_proxy_max_pages,
             mask_kinds=None if kinds is None else frozenset(kinds),
+            keyword_weight=settings.hybrid_keyword_weight,
+            dense_weight=settings.hybrid_dense_weight,
         ),
         index,
+        query_vector,
     )

@@ -21,10 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from indexer import DocumentIndex
+from indexer.passages import DenseChunks
 from ldims.caller import Caller
+from ldims.catalog import Document
 from ldims.errors import InvalidInput, LdimsError, NotFound
 from ldims.proxy.audit import AuditEntry, AuditTrail
 from ldims.proxy.errors import (
@@ -97,6 +100,12 @@ class ProxyConfig:
     max_pages: int = 5
     mask_kinds: frozenset[str] | None = None  # None: every kind
     snippet_chars: int = SNIPPET_CHARS
+    keyword_weight: float = 1.0  # of in-document hybrid search, as of the documents' search
+    dense_weight: float = 1.0
+
+
+# A query's embedding and the model's fingerprint; None: no model, or it did not answer.
+QueryVector = Callable[[str], "tuple[np.ndarray, str] | None"]
 
 
 @dataclass
@@ -118,12 +127,14 @@ class Proxy:
         audit: AuditTrail,
         config: ProxyConfig,
         index: Callable[[], DocumentIndex],
+        query_vector: QueryVector = lambda text: None,
     ) -> None:
         self.store = store
         self.limiter = limiter
         self.audit = audit
         self.config = config
         self.index = index  # the documents core's index, opened on first use
+        self.query_vector = query_vector
         self._tools: dict[str, Callable[[Caller, Any, str, str], _Output]] = {
             "read_doc_section": self._read_section,
             "read_doc_pages": self._read_pages,
@@ -274,8 +285,14 @@ class Proxy:
     ) -> _Output:
         # The record is enough: the search reads the index, not the stored extraction.
         document = self.store.completed(caller, args.doc_id)
+        dense = self._dense_chunks(document, args.query)
         hits, total = self.index().search_document(
-            document.id, document.version, args.query, args.max_results, self.config.snippet_chars
+            document.id,
+            document.version,
+            args.query,
+            args.max_results,
+            self.config.snippet_chars,
+            dense=dense,
         )
         masked: dict[str, int] = {}
         result: dict[str, Any] = {
@@ -291,9 +308,35 @@ class Proxy:
                 for hit in hits
             ],
             "total_matches": total,
-            "ranked_by": "bm25 over the document's indexed chunks, its own statistics",
+            "ranked_by": (
+                "bm25 over the document's indexed chunks, its own statistics"
+                + ("" if dense is None else ", fused with the chunks' vector similarity")
+            ),
         }
         return self._structured_result(caller, generation, doc_id, result, "results", masked)
+
+    def _dense_chunks(self, document: Document, query: str) -> DenseChunks | None:
+        """The document's chunks by the cosine of their vectors with the query's, when its
+        vectors of this version and of the configured model exist (else: words alone)."""
+        if not document.vectors_model or document.vectors_sha256 != document.sha256:
+            return None
+        vectors_of = self.index().vectors
+        if vectors_of is None:
+            return None
+        found = self.query_vector(query)
+        if found is None or found[1] != document.vectors_model:
+            return None
+        vector, fingerprint = found
+        chunks, vectors = vectors_of.document_vectors(document.id, document.version, fingerprint)
+        if not chunks.size:
+            return None
+        query_unit = np.array(vector, dtype=np.float32).reshape(
+            -1
+        )  # a copy: cached vectors are read-only
+        query_unit /= np.float32(np.linalg.norm(query_unit) or 1.0)
+        return DenseChunks(
+            chunks, vectors @ query_unit, self.config.keyword_weight, self.config.dense_weight
+        )
 
     def _list_tools(
         self, caller: Caller, args: NoArguments, generation: str, doc_id: str
