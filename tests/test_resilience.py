@@ -55,7 +55,7 @@ def test_kill_9_of_the_extract_worker_loses_nothing(
     index = DocumentIndex(stack.settings.index_dir)
     for record in records:
         # Exactly once: one version in the index, and the same number of chunks as a clean run.
-        assert index.indexed_versions(record["documentId"]) == {1}
+        assert index.indexed_versions(key_of(record["documentId"])) == {1}
     chunk_counts = {index.chunk_count(key_of(i)) for i in ids}
     assert len(chunk_counts) == 1 and chunk_counts.pop() > 1
     assert len(index.document_ids()) == 4
