@@ -115,6 +115,7 @@ def search(
         fusion=fusion,  # type: ignore[arg-type]
         feedback_documents=_DEFAULTS["hybrid_feedback_documents"],
         feedback_weight=_DEFAULTS["hybrid_feedback_weight"],
+        feedback_share=_DEFAULTS["hybrid_feedback_share"],
     )
     return index.search(request)
 

@@ -162,7 +162,7 @@ from indexer import DocumentIndex, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer
 from indexer.embedding import MODELS
 from ldims.caller import TENANT_HEADER
-from ldims.catalog import Document, DocumentStatus, repository, utcnow
+from ldims.catalog import Document, DocumentStatus, document_key, repository, utcnow
 from ldims.documents import content_document_id
 from ldims.errors import ProcessingError, TransientError
 from ldims.settings import Settings
@@ -227,10 +227,11 @@ def store_blob(rt: Runtime, path: Path) -> tuple[str, int, bytes]:
 
 
 def add_document(rt: Runtime, path: Path, rng: random.Random) -> tuple[str, str, str] | None:
-    """A queued catalog row for ``path`` as an upload makes it; None for a duplicate."""
+    """A queued catalog row for ``path`` as an upload makes it (its key, content hash and
+    format); None for a duplicate."""
     sha256, size, head = store_blob(rt, path)
     mime = detect_format(head, path.name)
-    document_id = content_document_id(TENANT, sha256)
+    document_id = document_key(TENANT, content_document_id(TENANT, sha256))
     created = datetime.combine(EPOCH, datetime.min.time(), UTC) + timedelta(
         seconds=rng.randrange(SPAN_DAYS * 86400)
     )

@@ -122,13 +122,14 @@ def make_calls(settings: Settings, seed: int) -> dict[str, list[dict[str, Any]]]
         with services.catalog.session() as session:
             from sqlalchemy import select
 
-            from ldims.catalog import Document
+            from ldims.catalog import Document, public_document_id
 
-            ids = list(
-                session.scalars(
+            ids = [
+                public_document_id(key)
+                for key in session.scalars(
                     select(Document.id).where(Document.status == "completed").order_by(Document.id)
                 )
-            )
+            ]
         caller = Caller(tenant=TENANT, transport="internal")
         for doc_id in ids:
             view = services.proxy.store.view(caller, doc_id)

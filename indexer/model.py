@@ -99,9 +99,11 @@ class SearchRequest:
     rrf_k: int = 60
     # hybrid: vector feedback (Rocchio) — the query's vector moved towards the vectors of the
     # best ``feedback_documents`` of the fused list (weight ``feedback_weight``), the dense
-    # list searched again with it and fused anew; 0: off.
+    # list searched again with it and fused anew as a third list, which takes
+    # ``feedback_share`` of the dense weight (1: it replaces the first dense list); 0: off.
     feedback_documents: int = 0
     feedback_weight: float = 1.0
+    feedback_share: float = 1.0
     # dense and hybrid: the best documents the reranker (if any) reorders; 0: none.
     rerank_top: int = 0
     # How a reranked document's score is made: the cross-encoder's relevance alone, or qmd's

