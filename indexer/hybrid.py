@@ -153,7 +153,7 @@ def _with_feedback(
     cross-language rows (one relevant paragraph a question: bench/results/
     retrieval_feedback.md); as a third list beside the first dense one (the defaults: 2
     documents, weight 0.3, half the dense weight) it keeps most of the gain and costs those
-    rows next to nothing (bench/results/retrieval.md). Documents of the top that only the
+    rows next to nothing (bench/results/retrieval_defaults.md). Documents of the top that only the
     keyword list holds add nothing.
     """
     assert vectors is not None and request.fingerprint is not None
