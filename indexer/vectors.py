@@ -237,32 +237,28 @@ class VectorStore:
         hits = [DenseHit(*hit) for hit in rank(scored, limit)]
         return hits, sum(found.in_scope for found in scored)
 
-    def document_vectors(
-        self, document_id: str, version: int, fingerprint: str
+    def document_scores(
+        self, document_id: str, version: int, query: np.ndarray, fingerprint: str
     ) -> tuple[np.ndarray, np.ndarray]:
-        """(chunk numbers, unit vectors) of the live rows of one version of a document: what
-        a search inside that document scores. Empty when the store holds another model's."""
+        """(chunk numbers, cosines with ``query``) of the live rows of one version of a
+        document: what a search inside that document ranks. Empty when the store holds
+        another model's vectors."""
         snapshot = self._current()
-        empty = (np.zeros(0, dtype=np.int64), np.zeros((0, snapshot.dim or 0), np.float32))
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
         if snapshot.fingerprint != fingerprint or snapshot.dim is None:
             return empty
+        query = unit_query(query, snapshot.dim)
         chunks: list[np.ndarray] = []
-        vectors: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
         for part in snapshot.parts:
-            code = part.segment.code("documents", document_id)
-            if code is None:
-                continue
-            rows = part.segment.rows
-            match = (rows["doc"] == code) & (rows["version"] == version)
-            if part.deleted is not None:
-                match &= ~part.deleted
-            where = np.flatnonzero(match)
+            where = _version_rows(part, document_id, version)
             if where.size:
-                chunks.append(np.asarray(rows["chunk"][where], dtype=np.int64))
-                vectors.append(np.asarray(part.segment.vectors[where], dtype=np.float32))
+                chunks.append(np.asarray(part.segment.rows["chunk"][where], dtype=np.int64))
+                vectors = np.asarray(part.segment.vectors[where], dtype=np.float32)
+                scores.append(vectors @ query)
         if not chunks:
             return empty
-        return np.concatenate(chunks), np.concatenate(vectors)
+        return np.concatenate(chunks), np.concatenate(scores)
 
     def vectors_of(self, hits: Sequence[DenseHit], fingerprint: str) -> np.ndarray:
         """The stored vectors of the chunks ``hits`` name (live rows of the same version;
@@ -273,18 +269,8 @@ class VectorStore:
             return np.zeros((0, snapshot.dim or 0), dtype=np.float32)
         for hit in hits:
             for part in snapshot.parts:
-                code = part.segment.code("documents", hit.document_id)
-                if code is None:
-                    continue
-                rows = part.segment.rows
-                match = (
-                    (rows["doc"] == code)
-                    & (rows["chunk"] == hit.chunk)
-                    & (rows["version"] == hit.version)
-                )
-                if part.deleted is not None:
-                    match &= ~part.deleted
-                where = np.flatnonzero(match)
+                where = _version_rows(part, hit.document_id, hit.version)
+                where = where[part.segment.rows["chunk"][where] == hit.chunk]
                 if where.size:
                     found.append(np.asarray(part.segment.vectors[where[0]], dtype=np.float32))
                     break
@@ -537,3 +523,15 @@ def _key(path: Path) -> tuple[int, int, int] | None:
 def _segment_name(generation: int, token: str | None = None) -> str:
     # A random part: a name is never reused, even by a commit that failed before its manifest.
     return f"g{generation:08d}-{secrets.token_hex(4) if token is None else token}"
+
+
+def _version_rows(part: _Part, document_id: str, version: int) -> np.ndarray:
+    """Indexes of the live rows of one version of a document in a segment of a snapshot."""
+    code = part.segment.code("documents", document_id)
+    if code is None:
+        return np.zeros(0, dtype=np.int64)
+    rows = part.segment.rows
+    match = (rows["doc"] == code) & (rows["version"] == version)
+    if part.deleted is not None:
+        match &= ~part.deleted
+    return np.flatnonzero(match)

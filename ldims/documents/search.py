@@ -353,25 +353,19 @@ class DocumentSearch:
         search goes on as a keyword search (and says so), a dense one fails."""
         # A query over the keyword budget is refused before its embedding is paid for.
         self._checked(lambda: self._index().check_cost(prepared.request, self._left(prepared)))
-        embedder = self._embedder()
-        try:
-            if embedder is None:
-                raise EmbedderUnavailable("no embedding model is configured")
-            text = prepared.request.query[: self.settings.embedding_query_max_chars]
-            vector = self._queries.vector(embedder, text)
-        except EmbedderUnavailable as exc:
+        found = self.query_vector(prepared.request.query)
+        if found is None:
             if prepared.request.mode == "dense":
                 raise ServiceUnavailable(
                     "The embedding model is unavailable; dense search cannot run. Try the "
                     "keyword mode, or again later.",
                     component="embedding",
-                ) from exc
+                )
             prepared.request = replace(prepared.request, mode="keyword")
             prepared.notes.append("the embedding model did not answer: keyword results only")
             return
-        prepared.request = replace(
-            prepared.request, vector=vector, fingerprint=embedder.fingerprint
-        )
+        vector, fingerprint = found
+        prepared.request = replace(prepared.request, vector=vector, fingerprint=fingerprint)
 
     def _run(self, prepared: _Prepared, within: float, wait: bool = True) -> indexer.SearchResults:
         """The index's search, its errors in LDIMS's terms; ``wait=False``: the quick try on

@@ -327,16 +327,12 @@ class Proxy:
         if found is None or found[1] != document.vectors_model:
             return None
         vector, fingerprint = found
-        chunks, vectors = vectors_of.document_vectors(document.id, document.version, fingerprint)
+        chunks, scores = vectors_of.document_scores(
+            document.id, document.version, vector, fingerprint
+        )
         if not chunks.size:
             return None
-        query_unit = np.array(vector, dtype=np.float32).reshape(
-            -1
-        )  # a copy: cached vectors are read-only
-        query_unit /= np.float32(np.linalg.norm(query_unit) or 1.0)
-        return DenseChunks(
-            chunks, vectors @ query_unit, self.config.keyword_weight, self.config.dense_weight
-        )
+        return DenseChunks(chunks, scores, self.config.keyword_weight, self.config.dense_weight)
 
     def _list_tools(
         self, caller: Caller, args: NoArguments, generation: str, doc_id: str
