@@ -36,10 +36,10 @@ from indexer.model import (
 )
 from indexer.rerank import Reranker
 from indexer.search import KeywordRanking, allowed_chunks, hit_of, rank_keyword
-from indexer.vectors import DenseHit, VectorFilter, VectorStore
+from indexer.vectors import DenseHit, DenseScope, VectorFilter, VectorStore
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen: made for every document of each list (see DenseHit)
 class _Candidate:
     document_id: str
     docnum: int | None  # the chunk that represents the document (a keyword hit's)
@@ -77,13 +77,15 @@ def run_hybrid(
             raise
         except QueryUnprocessable as exc:  # nothing for the keyword list: the dense one runs
             unprocessable = exc
-    dense, with_vectors = _dense(searcher, request, vectors, depth)
+    scope = _scope(request, vectors)
+    dense = _dense(request, scope, request.vector, depth)
+    with_vectors = scope.in_scope if scope is not None else 0
     if unprocessable is not None and not dense:
         raise unprocessable  # nothing to search with at all: say why, as keyword search would
     without_vectors = max(0, documents_in_scope(snapshot, request) - with_vectors)
     fused = _fuse(snapshot, request, keyword, dense)
     if request.mode == "hybrid" and request.feedback_documents > 0 and dense:
-        fused = _with_feedback(searcher, request, vectors, depth, snapshot, keyword, dense, fused)
+        fused = _with_feedback(request, scope, depth, snapshot, keyword, dense, fused)
     ranked_by = tuple(
         name
         for name, found in (("keyword", keyword and keyword.docnums), ("dense", dense))
@@ -118,25 +120,27 @@ def run_hybrid(
     )
 
 
-def _dense(
-    searcher: Searcher, request: SearchRequest, vectors: VectorStore | None, depth: int
-) -> tuple[list[tuple[_Candidate, float]], int]:
-    """The dense list, best first; the documents in scope that have vectors."""
+def _scope(request: SearchRequest, vectors: VectorStore | None) -> DenseScope | None:
+    """The vector store's rows in the request's tenant and filters; None when it has none of
+    the query vector's model (or the request no vector)."""
     if vectors is None or request.vector is None or request.fingerprint is None:
-        return [], 0
-    found, with_vectors = vectors.search(
-        np.asarray(request.vector, dtype=np.float32),
-        _vector_filter(request),
-        depth,
-        request.fingerprint,
-    )
-    return [(_Candidate(hit.document_id, None, hit), hit.score) for hit in found], with_vectors
+        return None
+    return vectors.scope(_vector_filter(request), request.fingerprint)
+
+
+def _dense(
+    request: SearchRequest, scope: DenseScope | None, vector: Any, depth: int
+) -> list[tuple[_Candidate, float]]:
+    """The dense list of ``vector`` in ``scope``, best first."""
+    if scope is None or vector is None:
+        return []
+    found = scope.search(np.asarray(vector, dtype=np.float32), depth)
+    return [(_Candidate(hit.document_id, None, hit), hit.score) for hit in found]
 
 
 def _with_feedback(
-    searcher: Searcher,
     request: SearchRequest,
-    vectors: VectorStore | None,
+    scope: DenseScope | None,
     depth: int,
     snapshot: Snapshot,
     keyword: KeywordRanking | None,
@@ -154,24 +158,25 @@ def _with_feedback(
     retrieval_feedback.md); as a third list beside the first dense one (the defaults: 2
     documents, weight 0.3, half the dense weight) it keeps most of the gain and costs those
     rows next to nothing (bench/results/retrieval_defaults.md). Documents of the top that only the
-    keyword list holds add nothing.
+    keyword list holds add nothing. The second search scores the rows the first selected
+    (the same scope), with the vectors the first one's hits carry.
     """
-    assert vectors is not None and request.fingerprint is not None
+    assert scope is not None
     matched = {candidate.document_id: candidate.dense for candidate, _ in dense}
     top = [
-        hit
+        hit.vector
         for candidate, _ in fused[: request.feedback_documents]
-        if (hit := matched.get(candidate.document_id)) is not None
+        if (hit := matched.get(candidate.document_id)) is not None and hit.vector is not None
     ]
-    found = vectors.vectors_of(top, request.fingerprint)
-    if not len(found):
+    if not top:
         return fused
     query = np.asarray(request.vector, dtype=np.float32)
-    moved = query / np.linalg.norm(query) + request.feedback_weight * found.mean(axis=0)
+    mean = np.mean(np.asarray(top, dtype=np.float32), axis=0)
+    moved = query / np.linalg.norm(query) + request.feedback_weight * mean
     norm = float(np.linalg.norm(moved))
     if norm == 0.0:
         return fused
-    again, _ = _dense(searcher, replace(request, vector=moved / norm), vectors, depth)
+    again = _dense(request, scope, moved / norm, depth)
     return _fuse(snapshot, request, keyword, dense, again)
 
 

@@ -127,6 +127,17 @@ class Segment:
 
 
 @dataclass(frozen=True, eq=False)
+class Selection:
+    """A segment's live rows that a search's filters allow (sorted indexes), their documents,
+    and how many documents they name: what every query vector of that search scores."""
+
+    segment: Segment
+    rows: np.ndarray
+    docs: np.ndarray
+    in_scope: int
+
+
+@dataclass(frozen=True, eq=False)
 class Scored:
     """A segment's rows in a search's scope: their indexes, documents and scores, and each
     document's best score (-inf: not in scope)."""
@@ -140,28 +151,31 @@ class Scored:
     in_scope: int  # documents with a row in scope (all scored, unless the HNSW index chose)
 
 
-def score(
-    segment: Segment,
-    deleted: np.ndarray | None,
-    where: VectorFilter,
-    query: np.ndarray,
-    limit: int = 0,
-    exact_max_rows: int = 0,
-) -> Scored | None:
-    """The segment's live rows that ``where`` allows, scored (None when there are none); over
-    ``exact_max_rows`` of them, only the candidates of its HNSW index (see the module)."""
+def selection(
+    segment: Segment, deleted: np.ndarray | None, where: VectorFilter
+) -> Selection | None:
+    """The segment's live rows that ``where`` allows (None when there are none)."""
     rows = select(segment, deleted, where)
     if not rows.size:
         return None
-    docs_in_scope = segment.rows["doc"][rows]
-    in_scope = int(np.count_nonzero(np.bincount(docs_in_scope)))  # no sort, unlike unique
+    docs = segment.rows["doc"][rows]
+    in_scope = int(np.count_nonzero(np.bincount(docs)))  # no sort, unlike unique
+    return Selection(segment, rows, docs, in_scope)
+
+
+def score(chosen: Selection, query: np.ndarray, limit: int = 0, exact_max_rows: int = 0) -> Scored:
+    """The selected rows scored by ``query`` (a unit vector); over ``exact_max_rows`` of them,
+    only the candidates of the segment's HNSW index (see the module)."""
+    segment, rows, docs = chosen.segment, chosen.rows, chosen.docs
     if segment.ann is not None and 0 < exact_max_rows < rows.size and limit:
         rows = ann_candidates(segment, rows, query, limit)
+        docs = segment.rows["doc"][rows]
     scores = dot(segment.vectors, rows, query)
-    docs = segment.rows["doc"][rows]
     best = np.full(len(segment.strings["documents"]), -np.inf, dtype=np.float32)
     np.maximum.at(best, docs, scores)
-    return Scored(segment, rows, docs, scores, best, np.flatnonzero(best > -np.inf), in_scope)
+    return Scored(
+        segment, rows, docs, scores, best, np.flatnonzero(best > -np.inf), chosen.in_scope
+    )
 
 
 def ann_candidates(segment: Segment, rows: np.ndarray, query: np.ndarray, limit: int) -> np.ndarray:
@@ -230,24 +244,26 @@ def _gathered_dot(vectors: np.ndarray, rows: np.ndarray, query: np.ndarray) -> n
     return scores
 
 
-def best_chunks(found: Scored, codes: list[int]) -> dict[int, tuple[int, int]]:
-    """(chunk, version) of the best row of each document of ``codes`` (equal scores: the
-    lowest chunk)."""
-    top = np.flatnonzero(found.scores == found.best[found.docs])
-    top = top[np.isin(found.docs[top], codes)]
-    facts = found.segment.rows[found.rows[top]]
-    best: dict[int, tuple[int, int]] = {}
-    for doc, chunk, version in zip(
-        facts["doc"].tolist(), facts["chunk"].tolist(), facts["version"].tolist(), strict=True
-    ):
-        if doc not in best or chunk < best[doc][0]:
-            best[doc] = (chunk, version)
-    return best
+def best_rows(found: Scored, codes: np.ndarray) -> np.ndarray:
+    """The best row of each document of ``codes``, in that order (equal scores: the lowest
+    chunk)."""
+    wanted = np.zeros(found.best.size, dtype=bool)
+    wanted[codes] = True
+    top = np.flatnonzero(wanted[found.docs] & (found.scores == found.best[found.docs]))
+    rows = found.rows[top]
+    docs = found.docs[top]
+    # By document, then chunk: each document's first is its best row.
+    order = np.lexsort((found.segment.rows["chunk"][rows], docs))
+    rows, docs = rows[order], docs[order]
+    first = np.r_[True, docs[1:] != docs[:-1]]
+    row_of = np.empty(found.best.size, dtype=np.intp)
+    row_of[docs[first]] = rows[first]
+    return row_of[codes]
 
 
-def rank(scored: list[Scored], limit: int) -> list[tuple[str, int, int, float]]:
+def rank(scored: list[Scored], limit: int) -> list[tuple[str, int, int, float, np.ndarray]]:
     """The ``limit`` best documents, equal scores by document id: (document id, chunk,
-    version, score)."""
+    version, score, the best chunk's vector)."""
     if not scored or not limit:
         return []
     values = np.concatenate([found.best[found.present] for found in scored])
@@ -255,21 +271,31 @@ def rank(scored: list[Scored], limit: int) -> list[tuple[str, int, int, float]]:
     if values.size > limit:
         cut = np.partition(values, values.size - limit)[values.size - limit]
     candidates = []
-    for found in scored:
+    for part, found in enumerate(scored):
         names = found.segment.strings["documents"]
-        for code in found.present[found.best[found.present] >= cut].tolist():
-            candidates.append((-float(found.best[code]), names[code], found, code))
-    candidates.sort(key=lambda candidate: candidate[:2])
+        codes = found.present[found.best[found.present] >= cut]
+        for code, best in zip(codes.tolist(), found.best[codes].tolist(), strict=True):
+            candidates.append((-best, names[code], part, code))
+    candidates.sort()
     chosen = candidates[:limit]
-    chunks: dict[int, dict[int, tuple[int, int]]] = {}
-    for _, _, found, _ in chosen:
-        if id(found) not in chunks:
-            wanted = [code for _, _, other, code in chosen if other is found]
-            chunks[id(found)] = best_chunks(found, wanted)
-    return [
-        (name, *chunks[id(found)][code], min(1.0, max(-1.0, -negated)))
-        for negated, name, found, code in chosen
-    ]
+    facts: dict[int, tuple[list[int], list[int], np.ndarray]] = {}
+    for part in {part for _, _, part, _ in chosen}:
+        found = scored[part]
+        codes = np.array([code for _, _, p, code in chosen if p == part], dtype=np.intp)
+        rows = best_rows(found, codes)
+        facts[part] = (
+            found.segment.rows["chunk"][rows].tolist(),
+            found.segment.rows["version"][rows].tolist(),
+            found.segment.vectors[rows],
+        )
+    ranked = []
+    taken = dict.fromkeys(facts, 0)
+    for negated, name, part, _ in chosen:
+        chunks, versions, vectors = facts[part]
+        at = taken[part]
+        taken[part] = at + 1
+        ranked.append((name, chunks[at], versions[at], min(1.0, max(-1.0, -negated)), vectors[at]))
+    return ranked
 
 
 def unit_query(query: np.ndarray, dim: int) -> np.ndarray:

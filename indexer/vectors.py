@@ -43,7 +43,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -56,6 +56,7 @@ from indexer.vector_segments import (
     NO_DAY,
     Segment,
     SegmentSize,
+    Selection,
     ann_file,
     build_segment,
     choose_merge,
@@ -67,6 +68,7 @@ from indexer.vector_segments import (
     replace_manifest,
     save_npy,
     score,
+    selection,
     unit_query,
     unit_rows,
     write_segment,
@@ -75,6 +77,7 @@ from indexer.vector_segments import (
 __all__ = [
     "NO_DAY",
     "DenseHit",
+    "DenseScope",
     "VectorFilter",
     "VectorRow",
     "VectorStore",
@@ -118,7 +121,9 @@ class VectorFilter:
     day_to: int | None = None
 
 
-@dataclass(frozen=True)
+# Not frozen: a search makes one a document it ranks, and a frozen dataclass's __init__
+# (object.__setattr__ a field) costs nine times a slotted one's.
+@dataclass(slots=True)
 class DenseHit:
     """A document's best chunk."""
 
@@ -126,6 +131,7 @@ class DenseHit:
     chunk: int
     version: int
     score: float  # cosine, -1..1
+    vector: np.ndarray | None = field(default=None, compare=False, repr=False)  # the chunk's
 
 
 _BLAS_LIMITED = False
@@ -176,6 +182,31 @@ class _Snapshot:
     parts: tuple[_Part, ...] = ()
 
 
+@dataclass(frozen=True)
+class DenseScope:
+    """The rows one search's filters allow in one state of the store. Selecting them reads
+    every row's facts; scoring reads their vectors: hybrid search's vector feedback scores
+    the same rows with a second query and selects once."""
+
+    dim: int
+    selections: tuple[Selection, ...]
+    exact_max_rows: int
+
+    @property
+    def in_scope(self) -> int:
+        """Documents with a row in scope."""
+        return sum(chosen.in_scope for chosen in self.selections)
+
+    def search(self, query: np.ndarray, limit: int) -> list[DenseHit]:
+        """Up to ``limit`` documents by their best chunk's cosine with ``query`` (equal scores
+        by document id), each hit with its chunk's vector."""
+        if limit < 0:
+            raise ValueError("limit must not be negative")
+        query = unit_query(query, self.dim)
+        scored = [score(chosen, query, limit, self.exact_max_rows) for chosen in self.selections]
+        return [DenseHit(*hit) for hit in rank(scored, limit)]
+
+
 class VectorStore:
     """The vector store in folder ``path``: searched from any number of processes and threads,
     written by one :meth:`writer` at a time."""
@@ -220,22 +251,25 @@ class VectorStore:
         """Up to ``limit`` documents by their best chunk's cosine with ``query`` (equal scores
         by document id), and the number of documents in scope (with a row ``where`` allows).
         ``([], 0)`` when the store holds another model's vectors (or none)."""
-        if limit < 0:
-            raise ValueError("limit must not be negative")
+        scope = self.scope(where, fingerprint)
+        if scope is None:
+            if limit < 0:
+                raise ValueError("limit must not be negative")
+            return [], 0
+        return scope.search(query, limit), scope.in_scope
+
+    def scope(self, where: VectorFilter, fingerprint: str) -> DenseScope | None:
+        """The rows ``where`` allows in the store's current state, for one query vector or
+        more; None when the store holds another model's vectors (or none)."""
         snapshot = self._current()
         if snapshot.fingerprint != fingerprint or snapshot.dim is None:
-            return [], 0
-        query = unit_query(query, snapshot.dim)
-        scored = [
+            return None
+        chosen = tuple(
             found
             for part in snapshot.parts
-            if (
-                found := score(part.segment, part.deleted, where, query, limit, self.exact_max_rows)
-            )
-            is not None
-        ]
-        hits = [DenseHit(*hit) for hit in rank(scored, limit)]
-        return hits, sum(found.in_scope for found in scored)
+            if (found := selection(part.segment, part.deleted, where)) is not None
+        )
+        return DenseScope(snapshot.dim, chosen, self.exact_max_rows)
 
     def document_scores(
         self, document_id: str, version: int, query: np.ndarray, fingerprint: str
@@ -259,24 +293,6 @@ class VectorStore:
         if not chunks:
             return empty
         return np.concatenate(chunks), np.concatenate(scores)
-
-    def vectors_of(self, hits: Sequence[DenseHit], fingerprint: str) -> np.ndarray:
-        """The stored vectors of the chunks ``hits`` name (live rows of the same version;
-        one row per hit found, in order); empty when the store holds another model's."""
-        snapshot = self._current()
-        found: list[np.ndarray] = []
-        if snapshot.fingerprint != fingerprint or snapshot.dim is None:
-            return np.zeros((0, snapshot.dim or 0), dtype=np.float32)
-        for hit in hits:
-            for part in snapshot.parts:
-                where = _version_rows(part, hit.document_id, hit.version)
-                where = where[part.segment.rows["chunk"][where] == hit.chunk]
-                if where.size:
-                    found.append(np.asarray(part.segment.vectors[where[0]], dtype=np.float32))
-                    break
-        if not found:
-            return np.zeros((0, snapshot.dim), dtype=np.float32)
-        return np.stack(found)
 
     def document_count(self, fingerprint: str | None = None) -> int:
         """Live documents (0 when ``fingerprint`` is given and not the store's)."""

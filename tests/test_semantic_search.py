@@ -24,7 +24,7 @@ from indexer.embedding import (
     load_embedder,
 )
 from indexer.rerank import OnnxCrossEncoder
-from indexer.vectors import DenseHit, VectorRow, VectorStore
+from indexer.vectors import VectorFilter, VectorRow, VectorStore
 from tests.conftest import free_port, wait_until
 from workers.embed import embed_documents
 
@@ -509,8 +509,12 @@ def test_vector_feedback_moves_the_query_towards_the_best_fused_documents(
     third = scored(1, share=0.5)
     assert [doc_id for doc_id, _ in third] == ["doc-a", "doc-b", "doc-c"]
     assert [score for _, score in third] == pytest.approx([1.0, 0.631, 0.406], abs=2e-3)
-    found = index.vectors.vectors_of(
-        [DenseHit("doc-b", 0, 1, 0.0), DenseHit("doc-b", 0, 2, 0.0)], "toy"
-    )
-    assert found.shape == (1, 3) and np.allclose(found[0], vectors["doc-b"], atol=1e-3)
-    assert index.vectors.vectors_of([DenseHit("doc-b", 0, 1, 0.0)], "other").shape[0] == 0
+    # The feedback comes from the vectors the first search's hits carry: each its chunk's.
+    scope = index.vectors.scope(VectorFilter(TENANT), "toy")
+    assert scope is not None and scope.in_scope == 3
+    hits = {hit.document_id: hit for hit in scope.search(query, 3)}
+    for doc_id, vector in vectors.items():
+        assert hits[doc_id].vector is not None
+        assert np.allclose(hits[doc_id].vector, vector, atol=1e-3)
+    assert index.vectors.scope(VectorFilter(TENANT), "other") is None
+    assert index.vectors.scope(VectorFilter("another tenant"), "toy").in_scope == 0  # type: ignore[union-attr]
