@@ -1,4 +1,5 @@
-"""The FastAPI application: REST routes, the error handlers, and the MCP server at ``/mcp``."""
+"""The FastAPI application: REST routes, the error handlers, and the MCP server at ``/mcp``
+(and, when on, its legacy SSE transport at ``/sse``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from fastapi.responses import HTMLResponse, JSONResponse
 from api.deps import ReaderDep
 from api.errors import install_error_handlers
 from api.mcp import build_mcp_server, mcp_http_routes
+from api.mcp.build import http_authenticator
+from api.mcp.sse import mcp_sse_routes
 from api.request_ids import RequestIds
 from api.routes import documents, health, proxy, search, webhooks
 from ldims import __version__
@@ -62,5 +65,10 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
     # It goes first: matching a request against every API route before it cost each MCP call
     # a tenth of the server's time (measured).
     app.router.routes[0:0] = mcp_http_routes(mcp_server)
+    if services.settings.sse_enabled:  # the legacy transport, for clients without /mcp
+        sse_routes, app.state.sse_sessions = mcp_sse_routes(
+            mcp_server, http_authenticator(mcp_server)
+        )
+        app.router.routes[1:1] = sse_routes
     app.add_middleware(RequestIds)
     return app

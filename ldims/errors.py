@@ -11,6 +11,7 @@
     ├── StillProcessing     202      PROCESSING        queued/processing: retry later
     ├── QueryUnprocessable  422      QUERY_UNPROCESSABLE   nothing searchable in the query
     ├── PayloadTooLarge     413      TOO_LARGE         upload or fetched body over the limit
+    ├── TooManySessions     429      TOO_MANY_SESSIONS the SSE transport's session caps
     ├── ServiceUnavailable  503      SERVER_ERROR      broker/catalog down: nothing was queued
     ├── BackendError        500      BACKEND_API_ERROR index/catalog failed under an MCP tool
     ├── SearchTimeout       504      SEARCH_TIMEOUT    a search over MCP_REQUEST_TIMEOUT_SECONDS
@@ -97,6 +98,12 @@ class PayloadTooLarge(LdimsError):
     code = "TOO_LARGE"
     http_status = 413
     default_message = "The content is larger than the configured limit."
+
+
+class TooManySessions(LdimsError):
+    code = "TOO_MANY_SESSIONS"
+    http_status = 429
+    default_message = "Too many SSE sessions are open; close one or try again later."
 
 
 class QueryUnprocessable(LdimsError):

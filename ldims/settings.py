@@ -9,6 +9,7 @@ configuration table; ``tests/test_settings.py`` keeps the two in step.
 from __future__ import annotations
 
 import functools
+import ipaddress
 import re
 from pathlib import Path
 from typing import Literal
@@ -417,6 +418,29 @@ class Settings(BaseSettings):
         default=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
         description="Origin headers /mcp accepts (requests without Origin pass). Others get 403.",
     )
+    mcp_sse: bool | None = Field(
+        default=None,
+        description="Serve the legacy HTTP+SSE transport (MCP 2024-11-05): GET /sse and POST "
+        "/messages/. Unset: on when LDIMS_HOST is a loopback address.",
+    )
+    mcp_sse_max_sessions: int = Field(
+        default=100,
+        ge=1,
+        description="Most SSE sessions open at once; past it GET /sse answers 429 "
+        "TOO_MANY_SESSIONS.",
+    )
+    mcp_sse_max_sessions_per_caller: int = Field(
+        default=10,
+        ge=1,
+        description="Most SSE sessions open at once for one API key (for one tenant without "
+        "keys); past it 429 TOO_MANY_SESSIONS.",
+    )
+    mcp_sse_idle_seconds: float = Field(
+        default=1800.0,
+        gt=0,
+        description="An SSE session without a message from its client for this long is closed "
+        "(its stream ends).",
+    )
     mcp_write_tools: bool = Field(
         default=False,
         description="Offer the ingestDocument and deleteDocument tools over MCP.",
@@ -719,6 +743,19 @@ class Settings(BaseSettings):
     def semantic_enabled(self) -> bool:
         """Whether chunks are embedded and semantic search uses their vectors."""
         return bool(self.embedding_url) or self.embedding_model != "none"
+
+    @property
+    def sse_enabled(self) -> bool:
+        """Whether the legacy SSE transport is served: LDIMS_MCP_SSE, else whether the API
+        binds to loopback only."""
+        if self.mcp_sse is not None:
+            return self.mcp_sse
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host.strip("[]")).is_loopback
+        except ValueError:
+            return False
 
     @property
     def embedded_redis_dir(self) -> Path:

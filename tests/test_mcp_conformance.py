@@ -9,7 +9,7 @@ install fails these tests: it is never a reason to skip them.
   ones, which only the suite's own fixture server can pass (or which need a feature LDIMS does
   not offer); a listed scenario that passes fails the run too.
 * The Inspector CLI lists LDIMS's tools and calls ``searchDocuments`` with filters, finding a
-  document ingested through the REST API.
+  document ingested through the REST API, over ``/mcp`` and over the legacy SSE transport.
 """
 
 from __future__ import annotations
@@ -193,10 +193,12 @@ def test_conformance_suite_passes_except_the_baseline(served: str, tmp_path: Pat
     }
 
 
-def inspector(served: str, home: Path, *args: str) -> dict[str, Any]:
-    """One Inspector CLI call over Streamable HTTP; its ``--format json`` output's result."""
+def inspector(served: str, home: Path, *args: str, transport: str = "http") -> dict[str, Any]:
+    """One Inspector CLI call over Streamable HTTP (or the legacy SSE transport); its
+    ``--format json`` output's result."""
     clients = node_clients()
-    command = ["--cli", f"{served}/mcp", "--transport", "http", *args, "--format", "json"]
+    url = f"{served}/mcp" if transport == "http" else f"{served}/sse"
+    command = ["--cli", url, "--transport", transport, *args, "--format", "json"]
     result = run_node(clients["inspector"], command, home)
     assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
     body: dict[str, Any] = json.loads(result.stdout)
@@ -267,3 +269,28 @@ def test_inspector_calls_search_documents_with_filters(
     # The filters object reaches the search as JSON: another collection finds nothing.
     other = search({"collection": "elsewhere", "searchMode": "exact"})
     assert other["totalMatches"] == 0 and other["results"] == []
+
+
+def test_inspector_over_the_legacy_sse_transport(
+    served: str, ingested: str, tmp_path: Path
+) -> None:
+    """``ldims serve`` on loopback serves /sse by default; the Inspector CLI's SSE transport
+    lists the same tools as over /mcp and finds the document."""
+    home = tmp_path / "home"
+    over_sse = inspector(served, home, "--method", "tools/list", transport="sse")
+    over_http = inspector(served, home, "--method", "tools/list")
+    assert over_sse["tools"] == over_http["tools"]
+    arguments = {"query": "quokka zebras", "filters": {"searchMode": "exact"}}
+    result = inspector(
+        served,
+        home,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "searchDocuments",
+        "--tool-args-json",
+        json.dumps(arguments),
+        transport="sse",
+    )
+    assert result["isError"] is False, result
+    assert [hit["documentId"] for hit in result["structuredContent"]["results"]] == [ingested]

@@ -1,8 +1,8 @@
-"""Building the MCP server from the registry, and its Streamable HTTP route."""
+"""Building the MCP server from the registry, its Streamable HTTP route, and who calls it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from starlette.datastructures import Headers
 from starlette.routing import BaseRoute, Route
@@ -55,12 +55,18 @@ def mcp_http_routes(server: LdimsMCP) -> list[BaseRoute]:
         transport_security=transport_security(settings),
     )
     hosts, origins = settings.mcp_allowed_hosts, settings.mcp_allowed_origins
+    authenticate = http_authenticator(server)
+    return [
+        guard_route(route, hosts, origins, authenticate) if isinstance(route, Route) else route
+        for route in app.routes
+    ]
+
+
+def http_authenticator(server: LdimsMCP) -> Callable[[Headers], Caller]:
+    """The caller of an HTTP request to the MCP server (Unauthorized: no valid key)."""
     services = server.services
 
     def authenticate(headers: Headers) -> Caller:
         return resolve_caller(headers, services.settings, services.keys)
 
-    return [
-        guard_route(route, hosts, origins, authenticate) if isinstance(route, Route) else route
-        for route in app.routes
-    ]
+    return authenticate

@@ -13,7 +13,9 @@ Why only POST: ``/mcp`` is stateless with JSON responses, yet the SDK answers ``
 stream that never ends (a ping every 15 s) to anyone: a thousand of them held a thousand
 descriptors and 70 MB. The stateless spec server answers 405, and so do we, before the SDK sees
 the request, for every method but POST: ``DELETE`` (no session to delete), ``OPTIONS`` (no CORS
-is offered, so a browser's preflight fails, as it should), ``HEAD``, ``PUT`` ….
+is offered, so a browser's preflight fails, as it should), ``HEAD``, ``PUT`` …. The legacy SSE
+transport (:mod:`api.mcp.sse`) puts the same guard in front of its two endpoints, each with its
+one method: ``GET /sse`` and ``POST /messages/``.
 
 With API keys on, a request without a valid key is refused next (401, ``WWW-Authenticate:
 Bearer``), so every MCP method — tools/list, prompts, resources, not only tool calls — needs one.
@@ -40,6 +42,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ldims.errors import Forbidden, InvalidInput, LdimsError, Unauthorized
 
 CALLER_STATE = "ldims.caller"  # request state: the caller the guard authenticated
+STREAMABLE_ONLY_POST = (
+    "Method not allowed: /mcp is stateless with JSON responses and answers POST only (no SSE "
+    "stream to GET, no session to DELETE; the legacy SSE transport is at /sse)."
+)
 log = logging.getLogger(__name__)
 
 MISDIRECTED = 421  # what the SDK answers to a bad Host; clients may already expect it
@@ -129,8 +135,14 @@ class TransportGuard:
         allowed_hosts: Iterable[str],
         allowed_origins: Iterable[str],
         authenticate: Callable[[Headers], object] | None = None,
+        method: str = "POST",
+        method_refusal: str = STREAMABLE_ONLY_POST,
     ) -> None:
         self.app = app
+        # The one method the endpoint answers (/mcp and /messages/: POST; /sse: GET), and
+        # what a request with another one is told.
+        self.method = method
+        self.method_refusal = method_refusal
         self.allowed_hosts = _entries(allowed_hosts, parse_host, "host")
         self.allowed_origins = _entries(allowed_origins, parse_origin, "origin")
         # Raises Unauthorized when keys are on and the request has no valid one: then every
@@ -148,7 +160,7 @@ class TransportGuard:
             await self.app(scope, receive, send)
             return
         status, error = refusal
-        headers = {"Allow": "POST"} if status == 405 else None
+        headers = {"Allow": self.method} if status == 405 else None
         if status == 401:
             headers = {"WWW-Authenticate": "Bearer"}
         await JSONResponse(error.body(), status_code=status, headers=headers)(scope, receive, send)
@@ -165,12 +177,10 @@ class TransportGuard:
             if origin is None or not any(entry.allows(origin) for entry in self.allowed_origins):
                 return 403, _refused("Origin", origins, origin is None)
         method = scope["method"]
-        if method != "POST":
-            message = (
-                "Method not allowed: /mcp is stateless with JSON responses and answers POST "
-                "only (no SSE stream to GET, no session to DELETE)."
+        if method != self.method:
+            return 405, InvalidInput(
+                self.method_refusal, method=_echo(method), allowed=[self.method]
             )
-            return 405, InvalidInput(message, method=_echo(method), allowed=["POST"])
         if self.authenticate is not None:
             try:
                 found = self.authenticate(Headers(scope=scope))
