@@ -53,34 +53,38 @@ What it measures
    own ``httpx2.AsyncClient`` (one keep-alive connection; header ``X-LDIMS-Tenant: bench``) and
    its own ``mcp.Client(streamable_http_client(url), mode=--mode)`` (``auto``: the 2026
    sessionless protocol; ``legacy``: the 2025-11-25 handshake), connected once before the
-   timed phases. Each client calls in a closed loop, one call at a time. Four phases,
+   timed phases. Each client calls in a closed loop, one call at a time. Five phases,
    ``--seconds`` each, after ``--warmup`` seconds of each that are not counted:
 
    - ``echo`` (with the keyword queries' texts as its argument);
    - ``searchDocuments`` **keyword**: the keyword queries, on the ``none`` server;
+   - ``searchDocuments`` **keyword, SSE**: the same, through the legacy HTTP+SSE transport of
+     the same server (``GET /sse`` + ``POST /messages/``; ``--clients`` more SDK clients, each
+     ``mcp.Client(sse_client(url))``, sessions opened before the timed phases): each call a
+     POST answered 202 and its result an event on the client's stream;
    - ``searchDocuments`` **semantic, distinct**: every call a semantic query never sent
      before, so the server's query cache (``LDIMS_EMBEDDING_QUERY_CACHE_SIZE``, keyed by the
      exact text) never holds its vector and each call embeds its query;
    - ``searchDocuments`` **semantic, cached**: ``--cached-queries`` (50) semantic queries,
      each sent once before the warm-ups, then repeated: every call a cache hit.
 
-   The phases take turns (``--rounds``, 4: echo 5 s, keyword 5 s, distinct 5 s, cached 5 s,
-   echo 5 s, …; each client goes on in its queries where its last turn stopped, warm-up
-   included) so that the machine's drift weighs on all alike. A call's latency is the wall time
-   of ``client.call_tool`` (serialisation, HTTP, the server, parsing and the SDK's
-   output-schema validation). A call that raises, or returns ``isError``, counts as an error
-   (by exception type or ``errorCode``) and is left out of the latencies. calls/s = successful
-   calls / wall time of a phase's turns (each from its start to the end of its last call,
-   which may start up to the end of the turn). Server and client CPU are read before and after
-   each turn (``psutil`` for the phase's server, ``time.process_time`` here), and so is the
-   whole machine's (``psutil.cpu_times()``): the rest is what other processes took, which
-   matters on a shared 2-CPU machine. The server's CPU per call also gives each phase's
-   ceiling with a core to itself (calls / server CPU seconds), which the machine's load does
-   not change much. ``searchDocuments`` reports its own ``executionTime`` (the wall time from
-   its validation to its answer: the query's embedding if not cached, and the search, on the
-   event loop or in a worker thread, waiting included): its percentiles are reported too, and
-   each answer's ``searchMetadata.rankedBy`` and notes are counted, which shows that the
-   semantic phases did rank with the dense list (and no embedding fell back to keywords).
+   The phases take turns (``--rounds``, 4: echo 5 s, keyword 5 s, keyword over SSE 5 s, distinct
+   5 s, cached 5 s, echo 5 s, …; each client goes on in its queries where its last turn stopped,
+   warm-up included) so that the machine's drift weighs on all alike. A call's latency is the
+   wall time of ``client.call_tool`` (serialisation, HTTP, the server, parsing and the SDK's
+   output-schema validation). A call that raises, or returns ``isError``, counts as an error (by
+   exception type or ``errorCode``) and is left out of the latencies. calls/s = successful calls
+   / wall time of a phase's turns (each from its start to the end of its last call, which may
+   start up to the end of the turn). Server and client CPU are read before and after each turn
+   (``psutil`` for the phase's server, ``time.process_time`` here), and so is the whole
+   machine's (``psutil.cpu_times()``): the rest is what other processes took, which matters on a
+   shared 2-CPU machine. The server's CPU per call also gives each phase's ceiling with a core
+   to itself (calls / server CPU seconds), which the machine's load does not change much.
+   ``searchDocuments`` reports its own ``executionTime`` (the wall time from its validation to
+   its answer: the query's embedding if not cached, and the search, on the event loop or in a
+   worker thread, waiting included): its percentiles are reported too, and each answer's
+   ``searchMetadata.rankedBy`` and notes are counted, which shows that the semantic phases did
+   rank with the dense list (and no embedding fell back to keywords).
 
    The keyword queries (``--queries``, default 1,000, ``random.Random(--seed + 1)``) come from
    the text the corpus documents yielded: 45 % are 1-3 words drawn from each language's 2,000
@@ -106,7 +110,8 @@ What it measures
 Acceptance (from the issues): keyword ``searchDocuments`` throughput ≥ 50 % of ``echo``'s, its
 p95 ≤ 60 ms; semantic ``searchDocuments`` with every query distinct p95 ≤ 150 ms at 8
 clients and 0 errors; with repeated (cached) queries ≥ 40 % of ``echo``'s calls/s; zero
-errors in every phase. One more verdict guards the semantic rows: some of their answers must
+errors in every phase; the SSE row is reported beside Streamable HTTP's (no target of its
+own beyond zero errors). One more verdict guards the semantic rows: some of their answers must
 be ranked with the dense list, and none may have fallen back to keywords.
 
 How to run (from the project root)::
@@ -146,6 +151,7 @@ import httpx2
 import psutil
 import rjieba
 from mcp import Client
+from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_load import (
     busy_seconds,
@@ -764,7 +770,7 @@ class Queries:
 
 @dataclass
 class Load:
-    phases: list[Phase]  # echo, keyword, semantic distinct, semantic cached
+    phases: list[Phase]  # echo, keyword, keyword over SSE, semantic distinct, semantic cached
     tools: list[str]
     protocol: str
     distinct_sent: int = 0  # warm-up included
@@ -772,15 +778,20 @@ class Load:
 
 
 async def connect(
-    stack: contextlib.AsyncExitStack, server: Server, count: int, mode: str
+    stack: contextlib.AsyncExitStack, server: Server, count: int, mode: str, sse: bool = False
 ) -> list[Client]:
-    """``count`` SDK clients of ``server``, each with its own HTTP connection."""
+    """``count`` SDK clients of ``server``, each with its own HTTP connection (``sse``: its
+    own session of the legacy SSE transport)."""
     clients = []
     for _ in range(count):
-        http = await stack.enter_async_context(
-            httpx2.AsyncClient(headers={TENANT_HEADER: TENANT}, timeout=60)
-        )
-        transport = streamable_http_client(server.url, http_client=http)
+        if sse:
+            url = server.url.removesuffix("/mcp") + "/sse"
+            transport: Any = sse_client(url, headers={TENANT_HEADER: TENANT}, timeout=60)
+        else:
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(headers={TENANT_HEADER: TENANT}, timeout=60)
+            )
+            transport = streamable_http_client(server.url, http_client=http)
         clients.append(await stack.enter_async_context(Client(transport, mode=mode)))
     return clients
 
@@ -805,6 +816,7 @@ async def run_load(
     async with contextlib.AsyncExitStack() as stack:
         on_semantic = await connect(stack, semantic, args.clients, args.mode)
         on_keyword = await connect(stack, keyword, args.clients, args.mode)
+        on_keyword_sse = await connect(stack, keyword, args.clients, args.mode, sse=True)
         load = Load([], tools, str(on_semantic[0].protocol_version))
         search = "searchDocuments"
         work = [
@@ -813,6 +825,13 @@ async def run_load(
                 "keyword",
                 search,
                 on_keyword,
+                keyword_process,
+                Rotation(queries.keyword, args.clients),
+            ),
+            Work(
+                "keyword, SSE",
+                search,
+                on_keyword_sse,
                 keyword_process,
                 Rotation(queries.keyword, args.clients),
             ),
@@ -1012,7 +1031,7 @@ def rate_ratio(phase: Phase, echo: Phase) -> float:
 
 
 def verdicts(phases: list[Phase]) -> list[tuple[bool, str]]:
-    echo, search, distinct, cached = phases
+    echo, search, _sse, distinct, cached = phases
     ratio = rate_ratio(search, echo)
     p95 = percentile(search.latencies, 95)
     ratio_ok = ratio >= RATIO_TARGET
@@ -1069,6 +1088,16 @@ def verdicts(phases: list[Phase]) -> list[tuple[bool, str]]:
             + "; target 0).",
         ),
     ]
+
+
+def sse_line(http: Phase, sse: Phase) -> str:
+    """The legacy SSE transport beside Streamable HTTP: the same calls on the same server."""
+    return (
+        f"Transports, the same keyword calls on the same server: Streamable HTTP "
+        f"{http.rate:.1f} calls/s, p95 {ms(percentile(http.latencies, 95))} ms; legacy SSE "
+        f"{sse.rate:.1f} calls/s ({rate_ratio(sse, http):.0%} of Streamable HTTP's), p95 "
+        f"{ms(percentile(sse.latencies, 95))} ms, errors {errors_text(sse.errors)}."
+    )
 
 
 def ceiling_line(phases: list[Phase]) -> str:
@@ -1182,7 +1211,8 @@ def notes(
         f"Clients: {args.clients} `mcp.Client`s of each server in this process, mode "
         f"`{args.mode}` (protocol {load.protocol}), one `httpx2.AsyncClient` each; "
         f"{args.warmup:g}s warm-up per phase not counted, then the phases take {args.rounds} "
-        f"turns each of {args.seconds / args.rounds:g}s (echo, keyword, semantic distinct, "
+        f"turns each of {args.seconds / args.rounds:g}s (echo, keyword, keyword over SSE, "
+        "semantic distinct, "
         "semantic cached, echo, …), each client going on in its queries where its last turn "
         "stopped. Latency and calls/s count successful calls only.",
         "search p50/p95: the `executionTime` that `searchDocuments` reports (wall time from its "
@@ -1210,7 +1240,7 @@ def report(
     baseline: Baseline,
     queries: Queries,
 ) -> str:
-    echo, search, distinct, cached = load.phases
+    echo, search, sse, distinct, cached = load.phases
     parts = [
         "# MCP search benchmark",
         "",
@@ -1219,6 +1249,8 @@ def report(
         f"Ratios to `echo`'s throughput ({echo.rate:.1f} calls/s): {search.name} "
         f"**{rate_ratio(search, echo):.0%}**, {distinct.name} {rate_ratio(distinct, echo):.0%}, "
         f"{cached.name} **{rate_ratio(cached, echo):.0%}**. {ceiling_line(load.phases)}",
+        "",
+        sse_line(search, sse),
         "",
         *(line for _, line in verdicts(load.phases)),
         "",
