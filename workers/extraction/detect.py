@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from workers.extraction.wide_text import wide_encoding
+
 _MAGIC: list[tuple[bytes, str]] = [
     (b"%PDF-", "application/pdf"),
     (b"PK\x03\x04", "application/zip"),
@@ -24,11 +26,11 @@ _HTML_TAG = re.compile(rb"<(div|p|table|span|style|script|meta|title|h[1-6]|br|a
 def _looks_like_text(head: bytes) -> bool:
     if head.startswith(_TEXT_BOMS):
         return True
-    if b"\x00" in head:
-        return False
-    # Control characters other than whitespace are rare in text of any encoding.
+    # Control characters other than whitespace are rare in text of any narrow encoding.
     controls = sum(1 for byte in head if byte < 32 and byte not in (9, 10, 12, 13, 27))
-    return controls <= len(head) // 100
+    if b"\x00" not in head and controls <= len(head) // 100:
+        return True
+    return wide_encoding(head) is not None  # UTF-16/32 without a byte-order mark
 
 
 def detect_format(head: bytes, name: str = "") -> str:

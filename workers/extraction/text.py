@@ -8,6 +8,7 @@ import charset_normalizer
 
 from ldims.errors import PermanentError
 from workers.extraction.result import ExtractionResult, Page, Section
+from workers.extraction.wide_text import SAMPLE_BYTES, wide_encoding
 
 # Longest first: the UTF-32 LE mark starts with the UTF-16 LE one.
 BOMS = [
@@ -24,11 +25,20 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def decode_text(data: bytes) -> tuple[str, str]:
-    """Decode ``data``: BOM first, then strict UTF-8, then charset detection."""
+    """Decode ``data``: BOM first, then strict UTF-8, then UTF-16/32 without a BOM, then
+    charset detection."""
     for bom, encoding in BOMS:
         if data.startswith(bom):
             # Damaged bytes after the mark are replaced, not fatal: the rest is still text.
             return data.decode(encoding, errors="replace"), encoding
+    if b"\x00" not in data[:SAMPLE_BYTES]:  # UTF-8 text has no NUL; UTF-16 text nearly always
+        try:
+            return data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
+    wide = wide_encoding(data)
+    if wide is not None:
+        return data.decode(wide, errors="replace"), wide
     try:
         return data.decode("utf-8"), "utf-8"
     except UnicodeDecodeError:
