@@ -1,7 +1,8 @@
 """Choosing the extractor for a file by the type found in its bytes, and the checks around it.
 
 The order for one file: size limits → the real type of ZIP/OLE2 containers → hostile-container
-guards → the extractor for that type → language detection when the file did not declare one.
+guards → (a Strict Open XML package: its Transitional reading) → the extractor for that type →
+language detection when the file did not declare one.
 Extractor modules are imported on first use, so the API process (which only detects types)
 does not load PDFium, python-docx or Tika.
 """
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import tempfile
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,6 +22,7 @@ from workers.extraction import containers
 from workers.extraction.common import ensure_chars, ensure_size
 from workers.extraction.guards import check_zip
 from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.strict_ooxml import is_strict, transitional_copy
 
 PDF = "application/pdf"
 HTML = "text/html"
@@ -39,6 +42,7 @@ TIKA_TYPES = (
     "application/vnd.oasis.opendocument.presentation",
 )
 _ZIP_BASED = (containers.DOCX, containers.XLSX, containers.PPTX, containers.EPUB)
+_OOXML = (containers.DOCX, containers.XLSX, containers.PPTX)
 _LANGUAGE_SAMPLE = 20_000
 
 Extractor = Callable[[Path, str, ExtractionLimits], ExtractionResult]
@@ -56,8 +60,19 @@ def extract_path(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionR
         )
     if mime in _ZIP_BASED or mime.startswith("application/vnd.oasis.opendocument."):
         check_zip(path, limits)
+    if mime in _OOXML and is_strict(path):
+        return _with_language(replace(_strict(path, mime, limits), format=mime))
     result = _extractor_for(mime)(path, mime, limits)
     return _with_language(replace(result, format=mime))
+
+
+def _strict(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    """A Strict Open XML package, extracted from its Transitional reading (a temporary copy,
+    within the size the zip guard allowed)."""
+    with tempfile.TemporaryDirectory(prefix="ldims-strict-") as folder:
+        copy = transitional_copy(path, Path(folder) / path.name)
+        result = _extractor_for(mime)(copy, mime, limits)
+    return replace(result, metadata={**result.metadata, "ooxml_conformance": "strict"})
 
 
 def warm_up() -> None:
