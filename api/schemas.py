@@ -37,6 +37,12 @@ class DocumentOut(BaseModel):
     title: str | None
     sourceUrl: str | None
     chunks: int | None = Field(None, description="Passages indexed (when completed)")
+    ocrPages: list[int] | None = Field(
+        None, description="Pages whose text was recognized by OCR (null: none)"
+    )
+    ocrConfidence: float | None = Field(
+        None, description="Tesseract's mean word confidence over those pages, 0..100"
+    )
     vectors: VectorsState | None = Field(
         None,
         description="Semantic search's vectors of this version: ready, pending (found by "
@@ -72,6 +78,8 @@ class DocumentOut(BaseModel):
             title=document.title,
             sourceUrl=document.source_url,
             chunks=document.chunk_count if document.status == "completed" else None,
+            ocrPages=document.ocr_page_numbers,
+            ocrConfidence=document.ocr_confidence,
             vectors=vectors_state(document, fingerprint),
         )
 

@@ -129,6 +129,31 @@ class Settings(BaseSettings):
     )
 
     # --- extraction ----------------------------------------------------------------------
+    ocr: Literal["auto", "off", "force"] = Field(
+        default="auto",
+        description="Text recognition: auto (PDF pages without a text layer, and images), off, "
+        "or force (every PDF page, its text layer replaced).",
+    )
+    ocr_languages: list[str] = Field(
+        default=["eng", "rus", "chi_sim"],
+        description="Tesseract languages a page may be read in (each page in its script's, by "
+        "Tesseract's script detection). Their data: apt-get install tesseract-ocr-eng "
+        "tesseract-ocr-rus tesseract-ocr-chi-sim.",
+    )
+    ocr_max_pages: int = Field(
+        default=50,
+        ge=1,
+        description="Most pages of one document recognized by OCR; the rest stay empty and are "
+        "listed in the record (ocr_skipped_pages).",
+    )
+    ocr_dpi: int = Field(
+        default=300, ge=72, le=600, description="Resolution PDF pages are rendered at for OCR."
+    )
+    ocr_tessdata: Path | None = Field(
+        default=None,
+        description="Folder of Tesseract's language data. Unset: TESSDATA_PREFIX, else the "
+        "system's (/usr/share/tesseract-ocr/5/tessdata …).",
+    )
     extract_max_pages: int = Field(
         default=5000, gt=0, description="Files with more pages fail TOO_LARGE."
     )

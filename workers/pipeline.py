@@ -29,6 +29,7 @@ from workers.extraction import (
     ExtractionLimits,
     ExtractionResult,
     ExtractionSandbox,
+    OcrOptions,
     detect_format,
 )
 from workers.extracts import ExtractStore
@@ -91,6 +92,13 @@ def extraction_limits(settings: Settings) -> ExtractionLimits:
         max_unzipped_bytes=settings.zip_max_unzipped_bytes,
         max_zip_ratio=settings.zip_max_ratio,
         tika_url=settings.tika_url,
+        ocr=OcrOptions(
+            mode=settings.ocr,
+            languages=tuple(settings.ocr_languages),
+            max_pages=settings.ocr_max_pages,
+            dpi=settings.ocr_dpi,
+            tessdata=str(settings.ocr_tessdata) if settings.ocr_tessdata else None,
+        ),
     )
 
 
@@ -357,6 +365,7 @@ def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) ->
                 language=result.metadata.get("language"),
                 format=result.format,
                 chunk_count=len(loaded.indexed.chunks),
+                **ocr_facts(result),
             )
             if done:
                 completed.append(job)
@@ -392,6 +401,15 @@ def _settle(
         log.error("index %s: unexpected %s", job.document_id, type(exc).__name__, exc_info=True)
         code, message = "INTERNAL_ERROR", f"Unexpected {type(exc).__name__}; see the worker log."
     record_failure(rt, job.document_id, job.sha256, code, message)
+
+
+def ocr_facts(result: ExtractionResult) -> dict[str, object]:
+    """What the record keeps of a version's text recognition (None: no page was read)."""
+    pages = result.metadata.get("ocr_pages") or []
+    return {
+        "ocr_pages": ",".join(str(number) for number in pages) or None,
+        "ocr_confidence": result.metadata.get("ocr_confidence") if pages else None,
+    }
 
 
 def indexed_document(document: Document, result: ExtractionResult) -> IndexedDocument:

@@ -108,6 +108,14 @@ class Document(Base):
     # modification time it had when read (a rescan skips a file of the same size and time).
     source_path: Mapped[str | None] = mapped_column(String(1024))
     source_mtime_ns: Mapped[int | None] = mapped_column(BigInteger)
+    # Text recognition of this version: the pages read by OCR ("1,2,5"; None: none) and
+    # Tesseract's mean word confidence over them (0..100).
+    ocr_pages: Mapped[str | None] = mapped_column(Text)
+    ocr_confidence: Mapped[float | None] = mapped_column(Float)
+
+    @property
+    def ocr_page_numbers(self) -> list[int] | None:
+        return [int(n) for n in self.ocr_pages.split(",") if n] if self.ocr_pages else None
 
     @property
     def public_id(self) -> str:

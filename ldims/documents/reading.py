@@ -62,6 +62,12 @@ class DocumentStatusOut(BaseModel):
     statusChangedAt: str  # noqa: N815
     extractedAt: str | None  # noqa: N815
     chunks: int | None = Field(description="Passages indexed (when completed)")
+    ocrPages: list[int] | None = Field(  # noqa: N815
+        None, description="Pages whose text was recognized by OCR (null: none)"
+    )
+    ocrConfidence: float | None = Field(  # noqa: N815
+        None, description="OCR's mean word confidence over those pages, 0..100"
+    )
     vectors: Literal["ready", "pending", "off"] | None = Field(
         description="Semantic search's vectors of this version: ready, pending (the document "
         "is found by keywords meanwhile), off (semantic search is not configured); null "
@@ -302,6 +308,8 @@ def status_of(document: Document, fingerprint: str | None = None) -> DocumentSta
         statusChangedAt=document.status_changed_at.isoformat(),
         extractedAt=document.extracted_at.isoformat() if document.extracted_at else None,
         chunks=document.chunk_count if completed else None,
+        ocrPages=document.ocr_page_numbers,
+        ocrConfidence=document.ocr_confidence,
         vectors=vectors,
         uri=extracted_uri(document.public_id),
     )

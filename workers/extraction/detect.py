@@ -14,6 +14,8 @@ _MAGIC: list[tuple[bytes, str]] = [
     (b"\x89PNG", "image/png"),
     (b"\xff\xd8\xff", "image/jpeg"),
     (b"GIF8", "image/gif"),
+    (b"II*\x00", "image/tiff"),
+    (b"MM\x00*", "image/tiff"),
     (b"\x1f\x8b", "application/gzip"),
 ]
 _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
@@ -38,6 +40,11 @@ def detect_format(head: bytes, name: str = "") -> str:
     for magic, mime in _MAGIC:
         if head.startswith(magic):
             return mime
+    if head.startswith(b"RIFF") and head[8:12] == b"WEBP":
+        return "image/webp"
+    # "BM", the file size, then four reserved zero bytes: a text beginning "BM" has no NULs.
+    if head.startswith(b"BM") and head[6:10] == b"\x00\x00\x00\x00":
+        return "image/bmp"
     stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
     if stripped.startswith(_HTML_PREFIXES) or (
         stripped.startswith(b"<") and len(_HTML_TAG.findall(stripped[:4096])) >= 2

@@ -12,6 +12,7 @@ import ctypes
 import logging
 import math
 import re
+import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
@@ -29,6 +30,7 @@ from workers.extraction.common import (
     language_code,
 )
 from workers.extraction.pdf_fallback import richer_texts
+from workers.extraction.pdf_ocr import recognize_pages
 from workers.extraction.pdf_tables import extract_tables, may_hold_table
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Section
 
@@ -57,6 +59,7 @@ _PDF_DATE = re.compile(
 
 def extract_pdf(path: Path, limits: ExtractionLimits) -> ExtractionResult:
     """Extract the PDF at ``path``; raise ``PermanentError`` when it cannot be read."""
+    started = time.monotonic()
     pdf = _open(path, limits)
     try:
         count = len(pdf)
@@ -69,12 +72,14 @@ def extract_pdf(path: Path, limits: ExtractionLimits) -> ExtractionResult:
             texts, text_source = better, "pdfminer"
         else:
             text_source = "pdfium"
+        texts, recognized = recognize_pages(pdf, texts, limits, started)
         if not any(text.strip() for text in texts):
-            _raise_without_text(count, broken)
+            _raise_without_text(count, broken, limits.ocr.mode)
         texts, running = split_running_lines(texts)
         sections = _outline_sections(pdf, texts)
         metadata = _metadata(pdf, count)
         metadata["text_source"] = text_source
+        metadata.update(recognized)
     finally:
         pdf.close()
     tables, table_errors = extract_tables(path, table_pages)
@@ -158,16 +163,22 @@ def _read_page(pdf: pypdfium2.PdfDocument, index: int) -> tuple[str, bool]:
         page.close()
 
 
-def _raise_without_text(count: int, broken: list[int]) -> None:
+def _raise_without_text(count: int, broken: list[int], ocr_mode: str) -> None:
     if len(broken) == count:
         raise PermanentError(
             "CORRUPT_FILE", "None of the PDF's pages could be parsed; the file is damaged."
         )
+    if ocr_mode == "off":
+        raise PermanentError(
+            "NO_TEXT_LAYER",
+            "The PDF's pages are images without a text layer (a scan or a picture), and text "
+            "recognition is off (LDIMS_OCR=off): set LDIMS_OCR=auto and reprocess it, or upload "
+            "a PDF with a text layer.",
+        )
     raise PermanentError(
-        "NO_TEXT_LAYER",
-        "The PDF's pages are images without a text layer (a scan or a picture). "
-        "OCR is not available in this version, so no text can be extracted; "
-        "upload a PDF with a text layer (for example after OCR in a scanner application).",
+        "EMPTY_FILE",
+        "The PDF holds no text: its pages are blank, or text recognition (OCR) found no text "
+        "on them.",
     )
 
 

@@ -41,6 +41,8 @@ TIKA_TYPES = (
     "application/vnd.oasis.opendocument.spreadsheet",
     "application/vnd.oasis.opendocument.presentation",
 )
+# Read by OCR (workers.extraction.image; the module itself loads Pillow and Tesseract).
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp", "image/gif")
 _ZIP_BASED = (containers.DOCX, containers.XLSX, containers.PPTX, containers.EPUB)
 _OOXML = (containers.DOCX, containers.XLSX, containers.PPTX)
 _LANGUAGE_SAMPLE = 20_000
@@ -86,7 +88,7 @@ def warm_up() -> None:
 
 def supported_types() -> tuple[str, ...]:
     """Every MIME type some extractor accepts."""
-    return (PDF, containers.DOCX, HTML, *TEXT_TYPES, *TIKA_TYPES)
+    return (PDF, containers.DOCX, HTML, *TEXT_TYPES, *TIKA_TYPES, *IMAGE_TYPES)
 
 
 def _extractor_for(mime: str) -> Extractor:
@@ -100,16 +102,19 @@ def _extractor_for(mime: str) -> Extractor:
         return _text
     if mime in TIKA_TYPES:
         return _tika
+    if mime in IMAGE_TYPES:
+        return _image
     if mime.startswith("image/"):
         raise PermanentError(
             "UNSUPPORTED_FORMAT",
-            f"The file is an image ({mime}); text recognition (OCR) is not available in this "
-            "version.",
+            f"The file is an image ({mime}) of a kind LDIMS does not read; text recognition "
+            "takes PNG, JPEG, TIFF, WebP, BMP and GIF.",
         )
     raise PermanentError(
         "UNSUPPORTED_FORMAT",
         f"The file's content is {mime}, which LDIMS cannot extract text from. Supported: PDF, "
-        "Word, PowerPoint, Excel, OpenDocument, RTF, EPUB, HTML, Markdown and plain text.",
+        "Word, PowerPoint, Excel, OpenDocument, RTF, EPUB, HTML, Markdown, plain text and "
+        "images (PNG, JPEG, TIFF, WebP, BMP, GIF: by OCR).",
     )
 
 
@@ -123,6 +128,12 @@ def _docx(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
     from workers.extraction.word import extract_docx
 
     return extract_docx(path, limits)
+
+
+def _image(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.image import extract_image
+
+    return extract_image(path, mime, limits)
 
 
 def _html(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:

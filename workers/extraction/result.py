@@ -9,7 +9,8 @@ Failure codes (``PermanentError.code``):
 EMPTY_FILE         zero bytes, or no text at all after extraction of a text format
 ENCRYPTED          needs a password we do not have (an empty user password is tried)
 CORRUPT_FILE       the container or structure cannot be parsed
-NO_TEXT_LAYER      a PDF whose pages carry no text (scanned/image-only; OCR comes later)
+NO_TEXT_LAYER      a PDF whose pages carry no text and OCR is off (LDIMS_OCR=off)
+OCR_UNAVAILABLE    pages or an image need OCR and its engine or language data are missing
 UNSUPPORTED_FORMAT no extractor for the type detected from the bytes
 TOO_LARGE          over a limit: bytes, pages, extracted characters or memory
 TIMEOUT            over the per-file wall time
@@ -28,6 +29,7 @@ FAILURE_CODES = (
     "ENCRYPTED",
     "CORRUPT_FILE",
     "NO_TEXT_LAYER",
+    "OCR_UNAVAILABLE",
     "UNSUPPORTED_FORMAT",
     "TOO_LARGE",
     "TIMEOUT",
@@ -90,6 +92,17 @@ class ExtractionResult:
 
 
 @dataclass(frozen=True)
+class OcrOptions:
+    """How text recognition runs (``LDIMS_OCR*``; see :mod:`workers.extraction.ocr`)."""
+
+    mode: str = "auto"  # auto: pages without a text layer, and images; off; force: every page
+    languages: tuple[str, ...] = ("eng", "rus", "chi_sim")
+    max_pages: int = 50  # pages of one document recognized at most
+    dpi: int = 300  # resolution PDF pages are rendered at for recognition
+    tessdata: str | None = None  # the language data's folder; None: the system's
+
+
+@dataclass(frozen=True)
 class ExtractionLimits:
     """The limits one extraction runs under (built from settings by the worker)."""
 
@@ -104,3 +117,4 @@ class ExtractionLimits:
     max_zip_members: int = 20_000
     # Tika: a server URL (tika-client over REST), or None for iscc-tika in-process.
     tika_url: str | None = None
+    ocr: OcrOptions = OcrOptions()
