@@ -19,6 +19,7 @@ lint: $(VENV)/.installed
 	$(BIN)/lint-imports
 
 test: lint
+	bash tests/system_packages.sh
 	bash tests/mcp_clients/install.sh
 	$(BIN)/pytest
 

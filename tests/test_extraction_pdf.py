@@ -11,7 +11,7 @@ import pytest
 
 from ldims.errors import PermanentError
 from workers.extraction.pdf import extract_pdf, parse_pdf_date
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits, ExtractionResult, OcrOptions
 
 DOCS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docs"
 LIMITS = ExtractionLimits()
@@ -177,10 +177,10 @@ def test_password_protected_pdf_is_encrypted(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", ["docling__ocr_test.pdf", "pypdf__imagemagick-CCITTFaxDecode.pdf"])
-def test_image_only_pdf_has_no_text_layer(name: str) -> None:
-    error = failure(DOCS / name)
+def test_image_only_pdf_with_ocr_off_has_no_text_layer(name: str) -> None:
+    error = failure(DOCS / name, ExtractionLimits(ocr=OcrOptions(mode="off")))
     assert error.code == "NO_TEXT_LAYER"
-    assert "without a text layer" in error.message and "OCR is not available" in error.message
+    assert "without a text layer" in error.message and "LDIMS_OCR=off" in error.message
 
 
 def test_limits_refuse_early() -> None:

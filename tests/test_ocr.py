@@ -24,7 +24,7 @@ from workers.extraction.containers import DOCX
 
 LIMIT = ExtractionLimits()
 LATIN_FONT = "/usr/share/fonts/truetype/dejavu/DejaVuSerif.ttf"
-CJK_FONT = "/usr/share/fonts/truetype/wqy/wqy-microhei.ttc"
+CJK_FONT = str(Path(__file__).parent / ".fonts" / "wqy-microhei.ttc")  # tests/system_packages.sh
 CLEAN_CER, DEGRADED_CER = 0.05, 0.10
 
 

@@ -48,6 +48,15 @@ def test_office_files_complete_with_their_facts(office_stack: Stack) -> None:
             None,
             "редактировать",
         ),
+        # A scan: its page read by OCR, which the record says.
+        "scan.pdf": (
+            "docling__ocr_test.pdf",
+            "application/pdf",
+            "pypdfium2+pdfplumber",
+            1,
+            "en",
+            "Docling bundles PDF document conversion",
+        ),
     }
     ids = {
         name: office_stack.upload(name, (DOCS / source).read_bytes()).json()["documentId"]
@@ -62,11 +71,15 @@ def test_office_files_complete_with_their_facts(office_stack: Stack) -> None:
             assert record["language"] == language
         content = office_stack.client.get(f"/api/documents/{ids[name]}/content").json()
         assert phrase in content["text"] and content["metadata"]["format"] == mime
+        if name == "scan.pdf":
+            assert record["ocrPages"] == [1] and record["ocrConfidence"] > 80
+        else:
+            assert record["ocrPages"] is None and record["ocrConfidence"] is None
 
 
 BAD_FILES = [
     ("pdfplumber__password-example.pdf", "ENCRYPTED", "password"),
-    ("docling__ocr_test.pdf", "NO_TEXT_LAYER", "OCR"),
+    ("pypdf__imagemagick-CCITTFaxDecode.pdf", "EMPTY_FILE", "OCR"),
     ("tika__testWORD_truncated.docx", "CORRUPT_FILE", "ZIP"),
     ("unstructured__password_protected.xlsx", "ENCRYPTED", "password"),
 ]

@@ -2,7 +2,8 @@
 (``force``), rendered with pdfium and read by :mod:`workers.extraction.ocr`.
 
 A page needs OCR when its text layer holds fewer than :data:`MIN_TEXT_CHARACTERS` characters
-and it shows an image (a blank page needs nothing). In a mixed file only those pages are read.
+and it shows an image (a blank page needs nothing); those few characters (a stamp, a date)
+stay beside what OCR reads. In a mixed file only those pages are read.
 At most ``LDIMS_OCR_MAX_PAGES`` pages are, and none once most of the extraction's time is
 spent: the pages left are listed (``ocr_skipped_pages``) rather than the whole file failing
 ``TIMEOUT``. The record says which pages were read, in which languages, and Tesseract's mean
@@ -68,7 +69,8 @@ def recognize_pages(
         if read and time.monotonic() > deadline:
             break
         found = recognize(_render(pdf, index, options.dpi), options)
-        texts[index] = clean_text(found.text)
+        recognized = clean_text(found.text)
+        texts[index] = recognized if options.mode == "force" else _merged(texts[index], recognized)
         read.append(index + 1)
         confidences.append(found.confidence)
         languages.add(found.languages)
@@ -84,8 +86,19 @@ def recognize_pages(
     return texts, metadata
 
 
+def _merged(layer: str, recognized: str) -> str:
+    """A page's few words of text layer (a stamp, a date, a page number) kept beside what OCR
+    read of its image, unless OCR read them too."""
+    if not layer.strip() or "".join(layer.split()) in "".join(recognized.split()):
+        return recognized
+    return f"{layer}\n\n{recognized}" if recognized else layer
+
+
 def _shows_an_image(pdf: pypdfium2.PdfDocument, index: int) -> bool:
-    page = pdf.get_page(index)
+    try:
+        page = pdf.get_page(index)
+    except pypdfium2.PdfiumError:
+        return False  # a page that cannot load (kept empty, listed in broken_pages)
     try:
         objects = page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_IMAGE,), max_depth=3)
         return next(iter(objects), None) is not None
