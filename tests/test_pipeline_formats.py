@@ -73,6 +73,14 @@ def test_office_files_complete_with_their_facts(office_stack: Stack) -> None:
         assert phrase in content["text"] and content["metadata"]["format"] == mime
         if name == "scan.pdf":
             assert record["ocrPages"] == [1] and record["ocrConfidence"] > 80
+            # A sentence of the scan finds it, with its page.
+            found = office_stack.client.get(
+                "/api/search",
+                params={"query": "self contained package", "searchMode": "exact"},
+            ).json()
+            hits = [r for r in found["results"] if r["documentId"] == ids[name]]
+            assert hits and hits[0]["pageNumber"] == 1, found
+            assert "**self** **contained** **package**" in hits[0]["matchedContext"]
         else:
             assert record["ocrPages"] is None and record["ocrConfidence"] is None
 
