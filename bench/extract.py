@@ -65,6 +65,8 @@ from report import DASH, machine_line, publish
 # LDIMS, pdfplumber and pypdfium2 are imported inside the functions that use them: the
 # pdfplumber baseline child runs this same file, and its peak RSS must be pdfplumber's alone.
 if TYPE_CHECKING:
+    import ocr_pages
+
     from workers.extraction import ExtractionLimits, ExtractionSandbox
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -596,7 +598,13 @@ def command_line(args: argparse.Namespace) -> str:
     return command + (f" --tika-url {args.tika_url}" if args.tika_url else "")
 
 
-def report(worker: WorkerRun, cmp: PdfComparison, args: argparse.Namespace, wall: float) -> str:
+def report(
+    worker: WorkerRun,
+    cmp: PdfComparison,
+    args: argparse.Namespace,
+    wall: float,
+    ocr: tuple[list[ocr_pages.OcrRow], list[str]] | None = None,
+) -> str:
     comparison, speed_up = comparison_rows(cmp)
     verdict = "PASS" if speed_up >= TARGET else "FAIL"
     failures = failure_rows(worker)
@@ -616,6 +624,7 @@ def report(worker: WorkerRun, cmp: PdfComparison, args: argparse.Namespace, wall
         "",
         table(PER_PDF_HEADER, per_pdf_rows(cmp)),
         "",
+        *(_ocr_section(ocr) if ocr else []),
         f"## Files that did not extract ({len(failures)})",
         "",
         table(FAILURE_HEADER, failures) if failures else "None.",
@@ -627,6 +636,25 @@ def report(worker: WorkerRun, cmp: PdfComparison, args: argparse.Namespace, wall
         f"Command: `{command_line(args)}`",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _ocr_section(ocr: tuple[list[ocr_pages.OcrRow], list[str]]) -> list[str]:
+    import ocr_pages  # noqa: PLC0415 (not in the pdfplumber baseline child)
+
+    rows, lines = ocr
+    return [
+        "## OCR: scanned pages through the worker path (Tesseract, 300 dpi)",
+        "",
+        table(ocr_pages.HEADER, ocr_pages.table_rows(rows)),
+        "",
+        "The text-layer path for comparison: the `application/pdf` row of the per-format table "
+        "above (the same sandbox, PDFs with a text layer). CER: character error rate of the "
+        "recognized text against the paragraphs the pages were rendered from "
+        "(`bench/ocr_pages.py`).",
+        "",
+        *lines,
+        "",
+    ]
 
 
 # --- main --------------------------------------------------------------------------------------
@@ -648,6 +676,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="files per sandbox child (default: never recycle, so no start-up is timed)",
     )
     parser.add_argument("--tika-url", default=None, help="Tika server URL (default in-process)")
+    parser.add_argument(
+        "--ocr-pages", type=int, default=5, help="scanned pages a language for OCR (0: none)"
+    )
+    parser.add_argument(
+        "--scan-pages", type=int, default=20, help="pages of the scan timed to searchable"
+    )
     parser.add_argument("--baseline-child", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -661,7 +695,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(files)} corpus files; warming up the sandbox child ...", flush=True)
     worker = run_worker(files, args)
     comparison = compare_pdfs(worker, args)
-    text = report(worker, comparison, args, time.perf_counter() - started)
+    ocr = None
+    if args.ocr_pages:
+        import ocr_pages  # noqa: PLC0415 (not in the pdfplumber baseline child)
+
+        print("OCR: scanned pages through the worker path ...", flush=True)
+        ocr = ocr_pages.run(args.ocr_pages, args.scan_pages)
+    text = report(worker, comparison, args, time.perf_counter() - started, ocr)
     publish(text, RESULTS)
     return 0
 
