@@ -24,6 +24,7 @@ XLS = "application/vnd.ms-excel"
 PPT = "application/vnd.ms-powerpoint"
 MSG = "application/vnd.ms-outlook"
 EPUB = "application/epub+zip"
+ZIP = "application/zip"
 ENCRYPTED_OFFICE = "application/x-encrypted-office"
 
 # What zipfile raises on damaged archives: bad directories, names flagged UTF-8 that are not,

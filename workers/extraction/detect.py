@@ -22,6 +22,18 @@ _TEXT_BOMS = (b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")
 _MARKDOWN_SUFFIXES = (".md", ".markdown", ".mdown", ".mkd")
 _HTML_PREFIXES = (b"<!doctype html", b"<html", b"<head", b"<body")
 # A fragment with no <html> root (saved e-mails, CMS exports) still opens with markup.
+# A flat OpenDocument file: <office:document ... office:mimetype="...opendocument.KIND">.
+_FLAT_ODF = re.compile(
+    rb"<office:document\b[^>]*office:mimetype=\"application/vnd\.oasis\.opendocument\."
+    rb"(text|spreadsheet|presentation)\""
+)
+# (Apache Tika's names for them.)
+FLAT_ODF_TYPES = {
+    "text": "application/vnd.oasis.opendocument.flat.text",
+    "spreadsheet": "application/vnd.oasis.opendocument.flat.spreadsheet",
+    "presentation": "application/vnd.oasis.opendocument.flat.presentation",
+}
+_HEADER_LINE = re.compile(rb"([A-Za-z][A-Za-z0-9-]{0,76}):")
 _HTML_TAG = re.compile(rb"<(div|p|table|span|style|script|meta|title|h[1-6]|br|a|ul|li)\b")
 
 
@@ -52,4 +64,24 @@ def detect_format(head: bytes, name: str = "") -> str:
         return "text/html"
     if not _looks_like_text(head):
         return "application/octet-stream"
+    if _looks_like_email(head):
+        return "message/rfc822"
+    flat = _FLAT_ODF.search(head[:4096])
+    if flat is not None:  # a flat (single XML file) OpenDocument text, sheet or presentation
+        return FLAT_ODF_TYPES[flat.group(1).decode()]
     return "text/markdown" if name.lower().endswith(_MARKDOWN_SUFFIXES) else "text/plain"
+
+
+def _looks_like_email(head: bytes) -> bool:
+    """An RFC 5322 header block first: header lines (and their folded continuations) up to
+    the first blank line, a From and a Subject, Date or Message-ID among them."""
+    block = head.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0]
+    names = []
+    for line in block.splitlines():
+        if line[:1] in (b" ", b"\t"):
+            continue  # a folded header
+        match = _HEADER_LINE.match(line)
+        if match is None:
+            return False
+        names.append(match.group(1).lower())
+    return b"from" in names and bool({b"subject", b"date", b"message-id"} & set(names))

@@ -78,6 +78,14 @@ def _check_member(
     return size
 
 
+def check_xml(path: Path, limits: ExtractionLimits) -> None:
+    """Raise HOSTILE_FILE for an XML file (a flat OpenDocument file) that declares entities."""
+    with path.open("rb") as handle:
+        head = handle.read(64 * 1024)
+    if _declares_entities(head):
+        raise _hostile("XML entity declarations (entity bomb/XXE)")
+
+
 def _declares_entities(head: bytes) -> bool:
     """An entity declaration or a DTD internal subset, in UTF-8 or UTF-16 (NULs dropped)."""
     text = head.replace(b"\x00", b"")

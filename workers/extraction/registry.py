@@ -20,7 +20,8 @@ from types import ModuleType
 from ldims.errors import PermanentError
 from workers.extraction import containers
 from workers.extraction.common import ensure_chars, ensure_size
-from workers.extraction.guards import check_zip
+from workers.extraction.detect import FLAT_ODF_TYPES
+from workers.extraction.guards import check_xml, check_zip
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 from workers.extraction.strict_ooxml import is_strict, transitional_copy
 
@@ -40,10 +41,12 @@ TIKA_TYPES = (
     "application/vnd.oasis.opendocument.text",
     "application/vnd.oasis.opendocument.spreadsheet",
     "application/vnd.oasis.opendocument.presentation",
+    *FLAT_ODF_TYPES.values(),  # flat (one XML file) OpenDocument: Tika's flat ODF parser
 )
 # Read by OCR (workers.extraction.image; the module itself loads Pillow and Tesseract).
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/tiff", "image/webp", "image/bmp", "image/gif")
-_ZIP_BASED = (containers.DOCX, containers.XLSX, containers.PPTX, containers.EPUB)
+EMAIL = "message/rfc822"
+_ZIP_BASED = (containers.DOCX, containers.XLSX, containers.PPTX, containers.EPUB, containers.ZIP)
 _OOXML = (containers.DOCX, containers.XLSX, containers.PPTX)
 _LANGUAGE_SAMPLE = 20_000
 
@@ -60,7 +63,9 @@ def extract_path(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionR
             "The Office document is encrypted with a password; LDIMS cannot open it. "
             "Upload a copy without password protection.",
         )
-    if mime in _ZIP_BASED or mime.startswith("application/vnd.oasis.opendocument."):
+    if mime in FLAT_ODF_TYPES.values():
+        check_xml(path, limits)
+    elif mime in _ZIP_BASED or mime.startswith("application/vnd.oasis.opendocument."):
         check_zip(path, limits)
     if mime in _OOXML and is_strict(path):
         return _with_language(replace(_strict(path, mime, limits), format=mime))
@@ -88,7 +93,16 @@ def warm_up() -> None:
 
 def supported_types() -> tuple[str, ...]:
     """Every MIME type some extractor accepts."""
-    return (PDF, containers.DOCX, HTML, *TEXT_TYPES, *TIKA_TYPES, *IMAGE_TYPES)
+    return (
+        PDF,
+        containers.DOCX,
+        HTML,
+        *TEXT_TYPES,
+        *TIKA_TYPES,
+        *IMAGE_TYPES,
+        EMAIL,
+        containers.ZIP,
+    )
 
 
 def _extractor_for(mime: str) -> Extractor:
@@ -104,6 +118,10 @@ def _extractor_for(mime: str) -> Extractor:
         return _tika
     if mime in IMAGE_TYPES:
         return _image
+    if mime == EMAIL:
+        return _email
+    if mime == containers.ZIP:
+        return _zip
     if mime.startswith("image/"):
         raise PermanentError(
             "UNSUPPORTED_FORMAT",
@@ -113,8 +131,8 @@ def _extractor_for(mime: str) -> Extractor:
     raise PermanentError(
         "UNSUPPORTED_FORMAT",
         f"The file's content is {mime}, which LDIMS cannot extract text from. Supported: PDF, "
-        "Word, PowerPoint, Excel, OpenDocument, RTF, EPUB, HTML, Markdown, plain text and "
-        "images (PNG, JPEG, TIFF, WebP, BMP, GIF: by OCR).",
+        "Word, PowerPoint, Excel, OpenDocument, RTF, EPUB, HTML, Markdown, plain text, e-mail "
+        "(.eml), ZIP archives of these and images (PNG, JPEG, TIFF, WebP, BMP, GIF: by OCR).",
     )
 
 
@@ -128,6 +146,18 @@ def _docx(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
     from workers.extraction.word import extract_docx
 
     return extract_docx(path, limits)
+
+
+def _email(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.email_message import extract_email
+
+    return extract_email(path, limits, extract_path)
+
+
+def _zip(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
+    from workers.extraction.archive import extract_zip
+
+    return extract_zip(path, limits, extract_path)
 
 
 def _image(path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:

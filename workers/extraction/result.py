@@ -118,3 +118,4 @@ class ExtractionLimits:
     # Tika: a server URL (tika-client over REST), or None for iscc-tika in-process.
     tika_url: str | None = None
     ocr: OcrOptions = OcrOptions()
+    depth: int = 0  # how deep this file is inside others (an e-mail's attachment: 1)

@@ -1,0 +1,60 @@
+"""ZIP archives of documents: every member extracted as its own upload would be, its pages
+headed by its path (:mod:`workers.extraction.embedded`: nesting, count and size bounds; a
+member that fails is listed in ``metadata.member_errors``, the archive still counts).
+
+The zip guard (:mod:`workers.extraction.guards`) has checked every member's real size and
+ratio before this runs. Folders, and the hidden files archivers add (``__MACOSX/``,
+``.DS_Store``, names starting with a dot), are skipped.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+
+from ldims.errors import PermanentError
+from workers.extraction.common import ensure_size
+from workers.extraction.containers import ZIP_ERRORS
+from workers.extraction.embedded import Inner
+from workers.extraction.result import ExtractionLimits, ExtractionResult
+
+FORMAT = "application/zip"
+EXTRACTOR = "zip"
+
+Extract = Callable[[Path, str, ExtractionLimits], ExtractionResult]
+
+
+def extract_zip(path: Path, limits: ExtractionLimits, extract: Extract) -> ExtractionResult:
+    """The documents of the archive at ``path``; ``extract`` reads each (the registry's)."""
+    ensure_size(path, limits)
+    inner = Inner(limits)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.is_dir() or _hidden(info.filename):
+                    continue
+                with archive.open(info) as member:
+                    data = member.read(limits.max_bytes + 1)
+                inner.add_file(info.filename, data, extract)
+    except ZIP_ERRORS as exc:
+        raise PermanentError(
+            "CORRUPT_FILE", f"The ZIP archive cannot be read ({type(exc).__name__})."
+        ) from exc
+    text = "\n\n".join(page.text for page in inner.pages if page.text)
+    if not text.strip():
+        read = ", ".join(f"{f['name']}: {f['code']}" for f in inner.failures[:5])
+        raise PermanentError(
+            "EMPTY_FILE", f"No document in the archive could be read ({read or 'it is empty'})."
+        )
+    metadata: dict[str, object] = {"page_count": len(inner.pages), "members": inner.files}
+    if inner.failures:
+        metadata["member_errors"] = inner.failures
+    return ExtractionResult(
+        format=FORMAT, extractor=EXTRACTOR, text=text, pages=inner.pages, metadata=metadata
+    )
+
+
+def _hidden(name: str) -> bool:
+    parts = PurePosixPath(name.replace("\\", "/")).parts
+    return any(part.startswith(".") or part == "__MACOSX" for part in parts)
