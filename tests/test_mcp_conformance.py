@@ -206,6 +206,23 @@ def inspector(served: str, home: Path, *args: str, transport: str = "http") -> d
     return body["result"]  # type: ignore[no-any-return]
 
 
+def inspector_search(
+    served: str, home: Path, arguments: dict[str, Any], transport: str = "http"
+) -> dict[str, Any]:
+    """``searchDocuments`` called with ``arguments`` through the Inspector CLI."""
+    return inspector(
+        served,
+        home,
+        "--method",
+        "tools/call",
+        "--tool-name",
+        "searchDocuments",
+        "--tool-args-json",
+        json.dumps(arguments),
+        transport=transport,
+    )
+
+
 def test_inspector_lists_the_tools_with_their_input_schemas(served: str, tmp_path: Path) -> None:
     result = inspector(served, tmp_path / "home", "--method", "tools/list")
     tools = {tool["name"]: tool for tool in result["tools"]}
@@ -235,16 +252,7 @@ def test_inspector_calls_search_documents_with_filters(
 
     def search(filters: dict[str, Any]) -> dict[str, Any]:
         arguments = {"query": "quokka zebras", "maxResults": 5, "filters": filters}
-        result = inspector(
-            served,
-            home,
-            "--method",
-            "tools/call",
-            "--tool-name",
-            "searchDocuments",
-            "--tool-args-json",
-            json.dumps(arguments),
-        )
+        result = inspector_search(served, home, arguments)
         assert result["isError"] is False, result
         assert json.loads(result["content"][0]["text"]) == result["structuredContent"]
         return result["structuredContent"]  # type: ignore[no-any-return]
@@ -281,16 +289,6 @@ def test_inspector_over_the_legacy_sse_transport(
     over_http = inspector(served, home, "--method", "tools/list")
     assert over_sse["tools"] == over_http["tools"]
     arguments = {"query": "quokka zebras", "filters": {"searchMode": "exact"}}
-    result = inspector(
-        served,
-        home,
-        "--method",
-        "tools/call",
-        "--tool-name",
-        "searchDocuments",
-        "--tool-args-json",
-        json.dumps(arguments),
-        transport="sse",
-    )
+    result = inspector_search(served, home, arguments, transport="sse")
     assert result["isError"] is False, result
     assert [hit["documentId"] for hit in result["structuredContent"]["results"]] == [ingested]

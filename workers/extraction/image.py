@@ -16,7 +16,7 @@ from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from ldims.errors import PermanentError
 from workers.extraction.common import clean_text, ensure_chars
-from workers.extraction.ocr import recognize, unavailable
+from workers.extraction.ocr import RecognizedPage, ocr_metadata, recognize, unavailable
 from workers.extraction.pdf_ocr import TIME_SHARE
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page
 
@@ -37,39 +37,31 @@ def extract_image(path: Path, mime: str, limits: ExtractionLimits) -> Extraction
     if error is not None:
         raise error
     try:
-        texts, confidences, languages, skipped = _read_frames(path, mime, limits, started)
+        texts, found, skipped = _read_frames(path, mime, limits, started)
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # a frame that cannot decode
         raise PermanentError(
             "CORRUPT_FILE", f"The image cannot be decoded ({type(exc).__name__})."
         ) from exc
     if not any(text.strip() for text in texts):
         raise PermanentError("EMPTY_FILE", "No text was recognized in the image.")
-    metadata: dict[str, Any] = {
-        "page_count": len(texts),
-        "ocr_pages": [n for n in range(1, len(texts) + 1) if n not in skipped],
-        "ocr_confidence": round(sum(confidences) / len(confidences), 1),
-        "ocr_languages": sorted(languages),
-    }
-    if skipped:
-        metadata["ocr_skipped_pages"] = skipped
+    read = [number for number in range(1, len(texts) + 1) if number not in skipped]
     return ExtractionResult(
         format=mime,
         extractor=EXTRACTOR,
         text="\n\n".join(text for text in texts if text),
         pages=[Page(number, text) for number, text in enumerate(texts, start=1)],
-        metadata=metadata,
+        metadata={"page_count": len(texts), **ocr_metadata(read, found, skipped)},
     )
 
 
 def _read_frames(
     path: Path, mime: str, limits: ExtractionLimits, started: float
-) -> tuple[list[str], list[float], set[str], list[int]]:
-    """Each frame's text (empty when skipped), the confidences and languages of those read,
-    and the numbers of those skipped (over LDIMS_OCR_MAX_PAGES, or out of time)."""
+) -> tuple[list[str], list[RecognizedPage], list[int]]:
+    """Each frame's text (empty when skipped), what was recognized of those read, and the
+    numbers of those skipped (over LDIMS_OCR_MAX_PAGES, or out of time)."""
     options = limits.ocr
     texts: list[str] = []
-    confidences: list[float] = []
-    languages: set[str] = set()
+    found: list[RecognizedPage] = []
     skipped: list[int] = []
     with _opened(path) as image:
         frames = [image] if mime == "image/gif" else ImageSequence.Iterator(image)
@@ -84,12 +76,11 @@ def _read_frames(
                 texts.append("")
                 continue
             _check_size(frame)
-            found = recognize(frame.convert("L"), options)
-            texts.append(clean_text(found.text))
-            confidences.append(found.confidence)
-            languages.add(found.languages)
+            page = recognize(frame.convert("L"), options)
+            texts.append(clean_text(page.text))
+            found.append(page)
             ensure_chars(sum(len(text) for text in texts), limits)
-    return texts, confidences, languages, skipped
+    return texts, found, skipped
 
 
 def _opened(path: Path) -> Any:

@@ -113,6 +113,21 @@ def unavailable(options: OcrOptions) -> PermanentError | None:
     )
 
 
+def ocr_metadata(
+    read: list[int], found: list[RecognizedPage], skipped: list[int]
+) -> dict[str, Any]:
+    """What a document's record says of its recognition: the pages read, Tesseract's mean
+    confidence over them, the languages they were read in, and the pages left out."""
+    metadata: dict[str, Any] = {
+        "ocr_pages": read,
+        "ocr_confidence": round(sum(page.confidence for page in found) / len(found), 1),
+        "ocr_languages": sorted({page.languages for page in found}),
+    }
+    if skipped:
+        metadata["ocr_skipped_pages"] = skipped
+    return metadata
+
+
 def recognize(image: Image.Image, options: OcrOptions) -> RecognizedPage:
     """The text of one page image (call :func:`unavailable` first)."""
     folder = tessdata_folder(options)

@@ -20,7 +20,7 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 
 from workers.extraction.common import clean_text, ensure_chars
-from workers.extraction.ocr import recognize, unavailable
+from workers.extraction.ocr import RecognizedPage, ocr_metadata, recognize, unavailable
 from workers.extraction.result import ExtractionLimits
 
 MIN_TEXT_CHARACTERS = 20  # non-space characters of a page's text layer that count as text
@@ -62,28 +62,19 @@ def recognize_pages(
         }
     texts = list(texts)
     read: list[int] = []
-    confidences: list[float] = []
-    languages: set[str] = set()
+    found: list[RecognizedPage] = []
     deadline = started + TIME_SHARE * limits.timeout_seconds
     for index in wanted[: options.max_pages]:
         if read and time.monotonic() > deadline:
             break
-        found = recognize(_render(pdf, index, options.dpi), options)
-        recognized = clean_text(found.text)
+        page = recognize(_render(pdf, index, options.dpi), options)
+        recognized = clean_text(page.text)
         texts[index] = recognized if options.mode == "force" else _merged(texts[index], recognized)
         read.append(index + 1)
-        confidences.append(found.confidence)
-        languages.add(found.languages)
+        found.append(page)
         ensure_chars(sum(len(text) for text in texts), limits)
-    metadata: dict[str, Any] = {
-        "ocr_pages": read,
-        "ocr_confidence": round(sum(confidences) / len(confidences), 1),
-        "ocr_languages": sorted(languages),
-    }
     skipped = [index + 1 for index in wanted if index + 1 not in set(read)]
-    if skipped:
-        metadata["ocr_skipped_pages"] = skipped
-    return texts, metadata
+    return texts, ocr_metadata(read, found, skipped)
 
 
 def _merged(layer: str, recognized: str) -> str:
