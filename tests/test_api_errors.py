@@ -6,6 +6,7 @@ the queue here, so documents stay ``queued`` unless a test runs a pipeline step 
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,7 +142,7 @@ def test_content_of_a_queued_document_is_202_processing(client: TestClient) -> N
 def test_content_of_a_failed_document_is_409_with_the_failure(
     client: TestClient, settings: Settings
 ) -> None:
-    response = upload(client, b"\x89PNG\r\n\x1a\n" + bytes(64))
+    response = upload(client, gzip.compress(b"a gzip archive is not read"))
     doc_id, sha = response.json()["documentId"], response.json()["document"]["sha256"]
     # Run the real extract step in this process: it must record UNSUPPORTED_FORMAT.
     rt = pipeline.Runtime(settings)

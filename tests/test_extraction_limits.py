@@ -94,15 +94,19 @@ def test_office_containers_that_cannot_be_opened(name: str, code: str) -> None:
     assert failure(DOCS / name).code == code
 
 
-def test_plain_zip_and_images_are_unsupported(tmp_path: Path) -> None:
+def test_a_zip_of_documents_is_read_and_a_broken_image_is_corrupt(tmp_path: Path) -> None:
     archive = tmp_path / "photos.zip"
     with zipfile.ZipFile(archive, "w") as zipped:
         zipped.writestr("notes/readme.txt", "just an archive")
-    assert failure(archive).code == "UNSUPPORTED_FORMAT"
-    image = tmp_path / "scan.pdf"  # the name lies; the bytes are a PNG
+    result = extract_file(archive, "application/zip", ExtractionLimits())
+    assert "just an archive" in result.text and result.extractor == "zip"
+    image = tmp_path / "scan.pdf"  # the name lies; the bytes are a PNG, and a broken one
     image.write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(200))
     error = failure(image)
-    assert error.code == "UNSUPPORTED_FORMAT" and "OCR" in error.message
+    assert error.code == "CORRUPT_FILE" and "image" in error.message
+    gzipped = tmp_path / "notes.gz"
+    gzipped.write_bytes(b"\x1f\x8b\x08\x00" + bytes(60))
+    assert failure(gzipped).code == "UNSUPPORTED_FORMAT"
 
 
 @pytest.fixture
