@@ -59,7 +59,7 @@ def test_one_task_extracts_the_waiting_documents_each_with_its_own_outcome(
     # Batches of at most 8 documents: the 11 extracted versions in fewer messages than that.
     assert len(messages) < len(extracted)
     assert {str(args[0]) for args in messages} <= extracted
-    for bad, code in ((blank, "EMPTY_FILE"), (picture, "UNSUPPORTED_FORMAT")):
+    for bad, code in ((blank, "EMPTY_FILE"), (picture, "CORRUPT_FILE")):  # a broken PNG
         record = stack.wait_final(bad)
         assert record["status"] == "failed" and record["error"]["code"] == code
 

@@ -62,7 +62,8 @@ def test_content_is_202_until_a_worker_takes_it(stack: Stack) -> None:
             (DOCS / "unstructured__fake-text-all-whitespace.txt").read_bytes(),
             "EMPTY_FILE",
         ),
-        ("picture.png", b"\x89PNG\r\n\x1a\n" + bytes(200), "UNSUPPORTED_FORMAT"),
+        ("picture.png", b"\x89PNG\r\n\x1a\n" + bytes(200), "CORRUPT_FILE"),  # a broken image
+        ("notes.gz", b"\x1f\x8b\x08\x00" + bytes(60), "UNSUPPORTED_FORMAT"),
     ],
 )
 def test_bad_files_end_failed_with_a_code_and_409(
