@@ -109,7 +109,7 @@ class SseSessions:
             raise TooManySessions(limit="LDIMS_MCP_SSE_MAX_SESSIONS", maxSessions=self.max_sessions)
         if self._per_owner[owner] >= self.max_per_owner:
             raise TooManySessions(
-                "Too many SSE sessions are open for this API key; close one first.",
+                "Too many SSE sessions are open for this API key (or tenant); close one first.",
                 limit="LDIMS_MCP_SSE_MAX_SESSIONS_PER_CALLER",
                 maxSessions=self.max_per_owner,
             )
@@ -142,8 +142,9 @@ class SseSessions:
 
 
 class _Stream:
-    """``GET /sse`` behind the guard: a place among the sessions, the SDK's stream inside the
-    session's cancel scope, and a clean end of the response however the stream stops."""
+    """``GET /sse`` behind the guard: a place among the sessions, the SDK's stream (its
+    ``receive`` watched for the idle timeout), and a clean end of the response however the
+    stream stops."""
 
     def __init__(self, app: ASGIApp, sessions: SseSessions) -> None:
         self.app = app
