@@ -36,6 +36,8 @@ COMMON_RPC_CODES: dict[str, int] = {
     "BACKEND_API_ERROR": INTERNAL_ERROR,
     "SEARCH_TIMEOUT": INTERNAL_ERROR,
     "REQUEST_TIMEOUT": INTERNAL_ERROR,
+    # Answered by GET /sse before any session exists (429); mapped like the proxy's rate limit.
+    "TOO_MANY_SESSIONS": -32006,
 }
 # How long an agent should wait before reading a document that is still being processed.
 RETRY_AFTER_SECONDS = 5
