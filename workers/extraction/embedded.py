@@ -35,10 +35,13 @@ class Inner:
     failures: list[dict[str, str]] = field(default_factory=list)
     bytes_read: int = 0
 
+    chars: int = 0  # of the pages so far
+
     def add_page(self, text: str) -> None:
         self.pages.append(Page(len(self.pages) + 1, text))
+        self.chars += len(text)
         ensure_pages(len(self.pages), self.limits)
-        ensure_chars(sum(len(page.text) for page in self.pages), self.limits)
+        ensure_chars(self.chars, self.limits)
 
     def add_file(
         self,
@@ -71,7 +74,7 @@ class Inner:
                 self.limits,
                 depth=self.limits.depth + 1,
                 max_pages=max(1, self.limits.max_pages - len(self.pages)),
-                max_chars=max(1, self.limits.max_chars - sum(len(p.text) for p in self.pages)),
+                max_chars=max(1, self.limits.max_chars - self.chars),
             )
             try:
                 result = extract(path, mime, left)

@@ -73,7 +73,8 @@ def recognize_pages(
         read.append(index + 1)
         found.append(page)
         ensure_chars(sum(len(text) for text in texts), limits)
-    skipped = [index + 1 for index in wanted if index + 1 not in set(read)]
+    done = set(read)
+    skipped = [index + 1 for index in wanted if index + 1 not in done]
     return texts, ocr_metadata(read, found, skipped)
 
 

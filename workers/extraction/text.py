@@ -39,10 +39,11 @@ def decode_text(data: bytes) -> tuple[str, str]:
     wide = wide_encoding(data)
     if wide is not None:
         return data.decode(wide, errors="replace"), wide
-    try:
-        return data.decode("utf-8"), "utf-8"
-    except UnicodeDecodeError:
-        pass
+    if b"\x00" in data[:SAMPLE_BYTES]:  # not tried above: UTF-8 with NULs is still UTF-8
+        try:
+            return data.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
     matches = list(charset_normalizer.from_bytes(data))
     if not matches:
         raise PermanentError("UNSUPPORTED_FORMAT", "The file is not text in any known encoding.")
