@@ -18,7 +18,8 @@
     ├── RequestTimeout      504      REQUEST_TIMEOUT   another MCP call over that time
     └── ProcessingError              a document cannot be processed (worker side)
         ├── PermanentError           ends the document ``failed`` with its code
-        └── TransientError           retried with backoff, then ``failed``
+        ├── TransientError           retried with backoff, then ``failed``
+        └── OcrDeferred              its pages need OCR: handed to the ``ocr`` queue
 
 Each boundary maps them once: REST turns an ``LdimsError`` into the seed's JSON body and
 status in ``api.errors``; the MCP server (``api.mcp.server``) turns one raised by a tool into
@@ -160,3 +161,12 @@ class PermanentError(ProcessingError):
 
 class TransientError(ProcessingError):
     """Might work later (network, lock timeout): the task is retried with backoff."""
+
+
+class OcrDeferred(ProcessingError):
+    """The file needs text recognition, which the ``ocr`` queue's workers do: the extract worker
+    hands it on instead of reading it (a scan must never hold up the text documents behind it).
+    Not a failure: the document waits for its OCR pass."""
+
+    def __init__(self, code: str = "OCR_DEFERRED", message: str = "Waiting for OCR.") -> None:
+        super().__init__(code, message)

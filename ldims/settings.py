@@ -154,6 +154,22 @@ class Settings(BaseSettings):
         description="Folder of Tesseract's language data. Unset: TESSDATA_PREFIX, else the "
         "system's (/usr/share/tesseract-ocr/5/tessdata …).",
     )
+    ocr_queue: bool = Field(
+        default=True,
+        description="Files that need OCR are read by workers of their own (queue `ocr`, lower "
+        "CPU priority), so a scan never holds up the text documents behind it; false: the "
+        "extract workers read them inline.",
+    )
+    ocr_concurrency: int = Field(
+        default=1, ge=1, description="OCR worker processes started by `ldims serve`."
+    )
+    ocr_worker_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="CPU priority (nice) of an OCR worker: below extraction and indexing, yet "
+        "never starved (unlike the embed worker, not in the idle scheduling class).",
+    )
     extract_max_pages: int = Field(
         default=5000, gt=0, description="Files with more pages fail TOO_LARGE."
     )
@@ -768,6 +784,11 @@ class Settings(BaseSettings):
     def semantic_enabled(self) -> bool:
         """Whether chunks are embedded and semantic search uses their vectors."""
         return bool(self.embedding_url) or self.embedding_model != "none"
+
+    @property
+    def ocr_queue_enabled(self) -> bool:
+        """Whether files that need OCR go to the ``ocr`` queue's workers."""
+        return self.ocr_queue and self.ocr != "off"
 
     @property
     def sse_enabled(self) -> bool:

@@ -163,6 +163,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_STUCK_AFTER_SECONDS": str(settings.stuck_after_seconds),
             "LDIMS_RECONCILE_INTERVAL_SECONDS": str(settings.reconcile_interval_seconds),
             "LDIMS_MAX_ATTEMPTS": str(settings.max_attempts),
+            "LDIMS_OCR_QUEUE": str(settings.ocr_queue),
             "LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES": str(settings.fetch_allow_private_addresses),
             "LDIMS_EXTRACT_TIMEOUT_SECONDS": str(settings.extract_timeout_seconds),
             "LDIMS_EXTRACT_MAX_MEMORY_MIB": str(settings.extract_max_memory_mib),
@@ -272,7 +273,8 @@ class ApiServer(ThreadedServer):
 
 
 class Stack:
-    """API + extract worker + index worker (with the reconciler's beat) on one Redis."""
+    """API + extract worker + index worker (with the reconciler's beat) + OCR worker on one
+    Redis, as ``ldims serve`` runs them."""
 
     def __init__(self, settings: Settings, log_dir: Path) -> None:
         self.settings = settings
@@ -280,12 +282,14 @@ class Stack:
         self.api = ApiServer(settings)
         self.extract_worker = Worker(settings, "extract", log_dir / "extract.log")
         self.index_worker = Worker(settings, "index", log_dir / "index.log", beat=True)
+        self.ocr_worker = Worker(settings, "ocr", log_dir / "ocr.log")
         self.stopped = False
 
     def start(self) -> Stack:
         self.api.start()  # runs the migrations before the workers need the tables
         self.extract_worker.start()
         self.index_worker.start()
+        self.ocr_worker.start()
         self.client = httpx.Client(base_url=self.api.url, timeout=60)
         return self
 
@@ -296,6 +300,7 @@ class Stack:
         self.client.close()
         self.extract_worker.stop()
         self.index_worker.stop()
+        self.ocr_worker.stop()
         self.api.stop()
 
     def upload(self, name: str, data: bytes, **fields: str) -> httpx.Response:

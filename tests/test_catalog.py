@@ -65,12 +65,12 @@ def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> No
     assert {"api_keys", "audit_records"} <= tables
     with catalog.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0006"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
         )
     columns = {column["name"] for column in inspect(catalog.engine).get_columns("documents")}
     assert {"chunk_count", "vectors_sha256", "vectors_model"} <= columns
     assert {"source_path", "source_mtime_ns"} <= columns
-    assert {"ocr_pages", "ocr_confidence"} <= columns
+    assert {"ocr_pages", "ocr_confidence", "ocr_sha256"} <= columns
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

@@ -196,6 +196,8 @@ def test_worker_roles() -> None:
     assert index[index.index("--queues") + 1] == "index"
     assert index[index.index("--concurrency") + 1] == "1"  # the index has one writer
     assert "--beat" in index and "--beat" not in extract  # exactly one beat
+    ocr = command_args(SERVICES["worker-ocr"])
+    assert ocr[ocr.index("--queues") + 1] == "ocr" and "--beat" not in ocr
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))

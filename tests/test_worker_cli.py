@@ -26,12 +26,14 @@ def _concurrency(argv: list[str]) -> int:
         ("extract", None, 3, "extract,extract-single"),  # LDIMS_EXTRACT_CONCURRENCY
         ("extract", 5, 5, "extract,extract-single"),
         ("extract-single", 2, 2, "extract-single"),
+        ("ocr", None, 2, "ocr"),  # LDIMS_OCR_CONCURRENCY
+        ("ocr", 3, 3, "ocr"),
     ],
 )
 def test_the_index_queue_runs_one_process(
     tmp_path: Path, queues: str, concurrency: int | None, processes: int, consumed: str
 ) -> None:
-    settings = Settings(data_dir=tmp_path, extract_concurrency=3)
+    settings = Settings(data_dir=tmp_path, extract_concurrency=3, ocr_concurrency=2)
     argv = worker_argv(settings, queues, concurrency, beat=False, hostname=None)
     assert _concurrency(argv) == processes
     # The writer's one-at-a-time queue always rides with the index queue.
@@ -52,6 +54,13 @@ def test_more_than_one_index_process_is_refused(tmp_path: Path, queues: str) -> 
     )
     assert result.exit_code == 2  # a usage error, before any worker starts
     assert "one writer" in result.output
+
+
+@pytest.mark.parametrize("queues", ["ocr,extract", "index,ocr"])
+def test_the_ocr_queue_runs_alone(tmp_path: Path, queues: str) -> None:
+    # Its workers run at their own CPU priority: sharing a pool would lower the others'.
+    with pytest.raises(ValueError, match="OCR queue"):
+        worker_argv(Settings(data_dir=tmp_path), queues, None, beat=False, hostname=None)
 
 
 def test_no_queue_is_refused(tmp_path: Path) -> None:

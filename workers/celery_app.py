@@ -1,12 +1,14 @@
-"""The Celery application: queues ``extract``, ``extract-single``, ``index`` and
-``index-single``, at-least-once delivery.
+"""The Celery application: queues ``extract``, ``extract-single``, ``index``,
+``index-single``, ``embed`` and ``ocr``, at-least-once delivery.
 
 ``extract`` carries only the documents to extract: an extract task takes the ones waiting
 behind it too (:mod:`workers.batching`); ``extract-single`` carries webhook downloads and
 documents retried after a backoff, and extract workers consume both. ``index`` carries only
 the documents to index, which the index worker writes in batches; ``index-single`` carries
 the writer's other work, one task at a time: a document retried alone, deletes, the
-scheduled optimize and reconciler. The index worker consumes both.
+scheduled optimize and reconciler. The index worker consumes both. ``embed`` and ``ocr``
+have workers of their own, at a lower CPU priority: vectors, and the files an extract worker
+found to need text recognition.
 
 Tasks are acknowledged late and rejected back to the queue when their worker dies, so a
 killed worker loses nothing; every task is idempotent (keyed by document id + content
@@ -36,6 +38,7 @@ from workers.queues import (
     EXTRACT_SINGLE_QUEUE,
     INDEX_QUEUE,
     INDEX_SINGLE_QUEUE,
+    OCR_QUEUE,
 )
 
 
@@ -66,6 +69,7 @@ def make_celery(settings: Settings) -> Celery:
                 INDEX_QUEUE,
                 INDEX_SINGLE_QUEUE,
                 EMBED_QUEUE,
+                OCR_QUEUE,
             )
         ),
         task_default_queue=EXTRACT_QUEUE,
@@ -73,6 +77,7 @@ def make_celery(settings: Settings) -> Celery:
             "ldims.fetch": {"queue": EXTRACT_SINGLE_QUEUE},
             "ldims.index": {"queue": INDEX_QUEUE},
             "ldims.embed": {"queue": EMBED_QUEUE},
+            "ldims.ocr": {"queue": OCR_QUEUE},
             "ldims.index_one": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.delete_from_index": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.reconcile": {"queue": INDEX_SINGLE_QUEUE},

@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 from indexer import DocumentIndex, IndexBusy, IndexedDocument
@@ -21,7 +21,7 @@ from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
-from ldims.errors import PermanentError, ProcessingError, TransientError
+from ldims.errors import OcrDeferred, PermanentError, ProcessingError, TransientError
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
@@ -79,6 +79,11 @@ class Runtime:
     @functools.cached_property
     def limits(self) -> ExtractionLimits:
         return extraction_limits(self.settings)
+
+    @functools.cached_property
+    def deferring_limits(self) -> ExtractionLimits:
+        """The extract workers' limits when the OCR workers read what needs OCR."""
+        return replace(self.limits, ocr=replace(self.limits.ocr, defer=True))
 
 
 def extraction_limits(settings: Settings) -> ExtractionLimits:
@@ -179,9 +184,18 @@ def heartbeat(
 
 
 def run_extract(
-    rt: Runtime, document_id: str, sha256: str, first_delivery: bool, redelivered: bool = False
+    rt: Runtime,
+    document_id: str,
+    sha256: str,
+    first_delivery: bool,
+    redelivered: bool = False,
+    defer_ocr: bool = False,
 ) -> bool:
     """Extract the version ``sha256``; True when it is ready to be indexed.
+
+    ``defer_ocr`` (the extract workers, with ``LDIMS_OCR_QUEUE``): a file that needs OCR is
+    not read here; it is put in line for the OCR workers and ``OcrDeferred`` is raised, for
+    the caller to send it there.
 
     ``first_delivery`` is False for Celery's own retries of this task (they continue an
     attempt already counted). ``redelivered`` marks a message the broker gave back because
@@ -216,8 +230,15 @@ def run_extract(
         path = rt.blobs.path(sha256)
         if not path.is_file():
             raise PermanentError("STORAGE_ERROR", "The stored original is missing.")
-        with heartbeat(rt, document_id, sha256):
-            result = rt.sandbox.run(path, mime, rt.limits)
+        limits = rt.deferring_limits if defer_ocr else rt.limits
+        try:
+            with heartbeat(rt, document_id, sha256):
+                result = rt.sandbox.run(path, mime, limits)
+        except OcrDeferred:
+            with rt.catalog.session() as session:
+                if not repository.wait_for_ocr(session, document_id, sha256):
+                    return False  # replaced or deleted meanwhile
+            raise
         rt.extracts.save(sha256, result)
     with rt.catalog.session() as session:
         return repository.touch(session, document_id, sha256)

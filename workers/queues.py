@@ -13,3 +13,6 @@ INDEX_SINGLE_QUEUE = "index-single"
 # Only ``ldims.embed``: documents whose chunks need vectors, embedded in batches by one worker
 # (its own process, at a lower CPU priority than extraction and indexing).
 EMBED_QUEUE = "embed"
+# Only ``ldims.ocr``: files whose pages need text recognition, handed on by the extract
+# workers; read one at a time by workers of their own, at a lower CPU priority.
+OCR_QUEUE = "ocr"

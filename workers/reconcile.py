@@ -5,11 +5,11 @@ timeout, when Redis lost a queued message (the embedded one is persisted, a prod
 one may not be) or when the API recorded an upload but could not publish its task.
 Documents queued or processing without progress for ``stuck_after_seconds`` are sent
 again to the stage they need; after ``max_attempts`` they end ``failed``. A document
-waiting in line (queued, or extracted and waiting for the index) while its stage queue still
-holds messages is not stuck: it is left alone until that queue drains or it has waited a
-whole visibility timeout. A document being extracted is kept fresh by its holder's
-heartbeats; when the holder dies the broker gives its message back (redelivered), and a
-lost message is re-driven here once the heartbeats stop.
+waiting in line (queued, handed to the OCR workers, or extracted and waiting for the index)
+while its stage queue still holds messages is not stuck: it is left alone until that queue
+drains or it has waited a whole visibility timeout. A document being extracted is kept fresh
+by its holder's heartbeats; when the holder dies the broker gives its message back
+(redelivered), and a lost message is re-driven here once the heartbeats stop.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from datetime import timedelta
 from ldims.catalog import DocumentStatus, repository, utcnow
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE
 from workers.pipeline import Runtime
+from workers.queues import OCR_QUEUE
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +33,7 @@ class ReconcileReport:
 
     fetch: list[tuple[str, str]] = field(default_factory=list)
     extract: list[tuple[str, str]] = field(default_factory=list)
+    ocr: list[tuple[str, str]] = field(default_factory=list)
     index: list[tuple[str, str]] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     orphans_removed: int = 0
@@ -53,7 +55,9 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
             # Waiting in line (queued, or extracted and waiting for the index) while that
             # queue still holds messages: not stuck — unless it has waited implausibly long.
             waiting = document.status == DocumentStatus.QUEUED.value or extracted
-            queue = INDEX_QUEUE if extracted else EXTRACT_QUEUE
+            # Handed to the OCR workers: their queue, while they are running.
+            ocr = document.waiting_for_ocr and rt.settings.ocr_queue_enabled
+            queue = INDEX_QUEUE if extracted else OCR_QUEUE if ocr else EXTRACT_QUEUE
             if waiting and queue in busy_queues and document.status_changed_at > patience:
                 continue
             if document.attempts >= rt.settings.max_attempts:
@@ -74,11 +78,11 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
                 document.attempts += 1
                 report.index.append((document.id, document.sha256))
             else:
-                report.extract.append((document.id, document.sha256))
+                (report.ocr if ocr else report.extract).append((document.id, document.sha256))
                 # Back in line: the re-sent task must not take it for one a live worker holds.
                 document.status = DocumentStatus.QUEUED.value
             document.status_changed_at = utcnow()
-    redriven = len(report.fetch) + len(report.extract) + len(report.index)
+    redriven = len(report.fetch) + len(report.extract) + len(report.ocr) + len(report.index)
     if redriven or report.failed:
         log.warning(
             "reconciler: re-driving %d documents, %d given up", redriven, len(report.failed)

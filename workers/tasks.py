@@ -24,12 +24,12 @@ from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.catalog import repository, utcnow
-from ldims.errors import ProcessingError, TransientError
+from ldims.errors import OcrDeferred, ProcessingError, TransientError
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, embed, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
-from workers.queues import EMBED_QUEUE, EXTRACT_SINGLE_QUEUE
+from workers.queues import EMBED_QUEUE, EXTRACT_SINGLE_QUEUE, OCR_QUEUE
 
 log = logging.getLogger(__name__)
 _settings = get_settings()
@@ -117,10 +117,9 @@ def extract(self: Task, document_id: str, sha256: str, more: list[list[str]] | N
     items: Iterable[batching.Item] = [delivered]
     if not more:
         # One document as before: a transient error retries this task (autoretry).
-        if pipeline.run_extract(
-            rt, document_id, sha256, delivered.retries == 0, delivered.redelivered
-        ):
-            ready.add(pipeline.IndexJob(document_id, sha256))
+        job = pipeline.IndexJob(document_id, sha256)
+        if _extract_or_defer(rt, job, delivered):
+            ready.add(job)
         run.documents, items = 1, []
     limit = _settings.extract_batch_max_documents
     pulled = _extract_drain.pull(limit - 1) if 1 + len(more or []) < limit else iter(())
@@ -192,9 +191,7 @@ def _extract_one(
 ) -> None:
     """Extract one version of a batch and record its outcome, as its own task would have."""
     try:
-        if pipeline.run_extract(
-            rt, job.document_id, job.sha256, item.retries == 0, item.redelivered
-        ):
+        if _extract_or_defer(rt, job, item):
             ready.add(job)
     except SoftTimeLimitExceeded:
         raise
@@ -207,6 +204,33 @@ def _extract_one(
             )
         code, message = failure_of(exc)
         pipeline.record_failure(rt, job.document_id, job.sha256, code, message)
+
+
+def _extract_or_defer(rt: pipeline.Runtime, job: pipeline.IndexJob, item: batching.Item) -> bool:
+    """Extract one version; True when it is ready to be indexed. A file that needs OCR is sent
+    to the OCR workers instead (``LDIMS_OCR_QUEUE``): a scan never holds up this batch."""
+    try:
+        return pipeline.run_extract(
+            rt,
+            job.document_id,
+            job.sha256,
+            item.retries == 0,
+            item.redelivered,
+            defer_ocr=_settings.ocr_queue_enabled,
+        )
+    except OcrDeferred:
+        _send(ocr, job.document_id, job.sha256)
+        return False
+
+
+@app.task(bind=True, base=PipelineTask, name="ldims.ocr", **_RETRY)
+def ocr(self: Task, document_id: str, sha256: str) -> None:
+    """Extract, reading its scanned pages or images by OCR, a version an extract worker handed
+    on; then send it to the index. One file a task, on workers of its own (queue ``ocr``)."""
+    rt = pipeline.runtime()
+    redelivered = batching.redelivered(self.request.delivery_info)
+    if pipeline.run_extract(rt, document_id, sha256, self.request.retries == 0, redelivered):
+        _send(index, document_id, sha256)
 
 
 class _ReadyForIndex:
@@ -407,7 +431,7 @@ def _busy_queues() -> frozenset[str]:
     """The pipeline queues that still hold messages waiting for a worker."""
     busy = set()
     with app.connection_for_read() as connection:
-        for name in (EXTRACT_QUEUE, INDEX_QUEUE, EMBED_QUEUE):
+        for name in (EXTRACT_QUEUE, INDEX_QUEUE, EMBED_QUEUE, OCR_QUEUE):
             try:
                 waiting = connection.default_channel.queue_declare(
                     queue=name, passive=True
@@ -428,6 +452,8 @@ def run_reconcile() -> dict[str, int]:
         _send(fetch, document_id, url)
     for document_id, sha256 in report.extract:
         _send(extract, document_id, sha256)
+    for document_id, sha256 in report.ocr:
+        _send(ocr, document_id, sha256)
     for document_id, sha256 in report.index:
         _send(index, document_id, sha256)
     report.orphans_removed = reconcile.sweep_index_orphans(rt)
@@ -437,7 +463,7 @@ def run_reconcile() -> dict[str, int]:
         if EMBED_QUEUE not in busy:
             vectors = _redrive_vectors(rt)
     return {
-        "redriven": len(report.fetch) + len(report.extract) + len(report.index),
+        "redriven": len(report.fetch) + len(report.extract) + len(report.ocr) + len(report.index),
         "vectors_redriven": vectors,
         "failed": len(report.failed),
         "orphans_removed": report.orphans_removed,

@@ -112,6 +112,17 @@ class Document(Base):
     # Tesseract's mean word confidence over them (0..100).
     ocr_pages: Mapped[str | None] = mapped_column(Text)
     ocr_confidence: Mapped[float | None] = mapped_column(Float)
+    # The version handed to the OCR workers by an extract worker: while that version is not
+    # final, the document waits for (or is in) its OCR pass.
+    ocr_sha256: Mapped[str | None] = mapped_column(String(64))
+
+    @property
+    def waiting_for_ocr(self) -> bool:
+        return (
+            self.ocr_sha256 is not None
+            and self.ocr_sha256 == self.sha256
+            and self.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value)
+        )
 
     @property
     def ocr_page_numbers(self) -> list[int] | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import func, select, update
+from sqlalchemy import case, func, select, update
 from sqlalchemy.orm import Session
 
 from ldims.catalog.models import Document, DocumentStatus, utcnow
@@ -215,6 +215,19 @@ def start_processing(session: Session, document_id: str, sha256: str | None) -> 
         sha256,
         status=DocumentStatus.PROCESSING.value,
         attempts=Document.attempts + 1,
+    )
+
+
+def wait_for_ocr(session: Session, document_id: str, sha256: str) -> bool:
+    """Put the version ``sha256`` in line for the OCR workers. The extract pass that found it
+    needs OCR does not count as an attempt: the OCR pass counts its own."""
+    return _transition(
+        session,
+        document_id,
+        sha256,
+        status=DocumentStatus.QUEUED.value,
+        ocr_sha256=sha256,
+        attempts=case((Document.attempts > 0, Document.attempts - 1), else_=0),
     )
 
 

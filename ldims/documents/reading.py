@@ -33,6 +33,11 @@ _STAGES = {
     "completed": "ready: searchable and readable",
     "failed": "processing failed; the content is unavailable",
 }
+# A version handed to the OCR workers (its pages are scans, or it is an image).
+_OCR_STAGES = {
+    "queued": "waiting for text recognition (OCR) of its scanned pages",
+    "processing": "text recognition (OCR) in progress",
+}
 
 
 class DocumentErrorOut(BaseModel):
@@ -291,7 +296,9 @@ def status_of(document: Document, fingerprint: str | None = None) -> DocumentSta
         documentName=document.name,
         status=document.status,  # type: ignore[arg-type]
         ready=document.status == "completed",
-        stage=_STAGES.get(document.status, document.status),
+        stage=(_OCR_STAGES if document.waiting_for_ocr else _STAGES).get(
+            document.status, document.status
+        ),
         version=document.version,
         error=DocumentErrorOut(code=document.error_code, message=document.error_message)
         if document.error_code

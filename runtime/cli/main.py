@@ -15,6 +15,7 @@ from workers.queues import (
     EXTRACT_SINGLE_QUEUE,
     INDEX_QUEUE,
     INDEX_SINGLE_QUEUE,
+    OCR_QUEUE,
 )
 
 
@@ -75,17 +76,21 @@ def worker(queues: str, concurrency: int | None, beat: bool, hostname: str | Non
         argv = worker_argv(settings, queues, concurrency, beat, hostname)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
-    if argv[argv.index("--queues") + 1] == EMBED_QUEUE:
+    consumed = argv[argv.index("--queues") + 1]
+    if consumed == EMBED_QUEUE:
         lower_priority(settings.embed_worker_nice)
+    elif consumed == OCR_QUEUE:
+        lower_priority(settings.ocr_worker_nice, idle=False)
     app.worker_main(argv)
 
 
-def lower_priority(nice: int) -> None:
-    """Run this process (and the pool it forks) below extraction and indexing: Linux's idle
-    scheduling class where there is one (CPU only when nothing else wants it: measured, nice
-    10 alone still took a tenth of a bulk ingest's CPU), and ``nice`` in any case."""
+def lower_priority(nice: int, idle: bool = True) -> None:
+    """Run this process (and the pool it forks) below extraction and indexing: ``nice``, and
+    with ``idle`` Linux's idle scheduling class where there is one (CPU only when nothing else
+    wants it: measured, nice 10 alone still took a tenth of a bulk ingest's CPU). OCR is not
+    put there: under a steady stream of text documents it would never run."""
     os.nice(nice)
-    if nice and hasattr(os, "SCHED_IDLE"):
+    if idle and nice and hasattr(os, "SCHED_IDLE"):
         os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
 
 
@@ -103,6 +108,8 @@ def worker_argv(
         raise ValueError(
             "the embed queue has one writer and its own priority: --queues embed --concurrency 1"
         )
+    if OCR_QUEUE in names and len(names) > 1:
+        raise ValueError("the OCR queue has workers of its own priority: --queues ocr")
     if EXTRACT_QUEUE in names and EXTRACT_SINGLE_QUEUE not in names:
         names.append(EXTRACT_SINGLE_QUEUE)  # downloads and retries ride with extraction
     if INDEX_QUEUE in names:
@@ -118,6 +125,8 @@ def worker_argv(
         processes = 1
     elif EMBED_QUEUE in names:
         processes = 1
+    elif OCR_QUEUE in names:
+        processes = concurrency or settings.ocr_concurrency
     else:
         processes = concurrency or settings.extract_concurrency
     if processes < 1:

@@ -33,6 +33,11 @@ def worker_commands(settings: Settings, extract_workers: int, flower: bool) -> l
         # One index writer; it also runs the reconciler's schedule (celery beat).
         _ldims("worker", "--queues", "index", "--concurrency", "1", "--beat"),
     ]
+    if settings.ocr_queue_enabled:
+        # Scans and images, handed on by the extract workers (LDIMS_OCR_WORKER_NICE).
+        commands.append(
+            _ldims("worker", "--queues", "ocr", "--concurrency", str(settings.ocr_concurrency))
+        )
     if settings.semantic_enabled:
         # Vectors: one model, one writer, at a lower CPU priority (LDIMS_EMBED_WORKER_NICE).
         commands.append(_ldims("worker", "--queues", "embed", "--concurrency", "1"))

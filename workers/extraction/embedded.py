@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
-from ldims.errors import PermanentError, ProcessingError
+from ldims.errors import OcrDeferred, PermanentError, ProcessingError
 from workers.extraction.common import clean_text, ensure_chars, ensure_pages
 from workers.extraction.detect import detect_format
 from workers.extraction.result import ExtractionLimits, ExtractionResult, Page
@@ -78,6 +78,8 @@ class Inner:
             )
             try:
                 result = extract(path, mime, left)
+            except OcrDeferred:
+                raise  # the whole file goes to the OCR workers, its scans read there
             except ProcessingError as exc:
                 self.failures.append({"name": name, "code": exc.code, "reason": exc.message})
                 return

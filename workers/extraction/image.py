@@ -14,7 +14,7 @@ from typing import Any
 
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
-from ldims.errors import PermanentError
+from ldims.errors import OcrDeferred, PermanentError
 from workers.extraction.common import clean_text, ensure_chars
 from workers.extraction.ocr import RecognizedPage, ocr_metadata, recognize, unavailable
 from workers.extraction.pdf_ocr import TIME_SHARE
@@ -36,6 +36,9 @@ def extract_image(path: Path, mime: str, limits: ExtractionLimits) -> Extraction
     error = unavailable(options)
     if error is not None:
         raise error
+    if options.defer:
+        _check_decodes(path)  # a file that is no image fails here, not after a wait for OCR
+        raise OcrDeferred("OCR_DEFERRED", "The image waits for OCR.")
     try:
         texts, found, skipped = _read_frames(path, mime, limits, started)
     except (OSError, ValueError, SyntaxError, EOFError) as exc:  # a frame that cannot decode
@@ -81,6 +84,17 @@ def _read_frames(
             found.append(page)
             ensure_chars(sum(len(text) for text in texts), limits)
     return texts, found, skipped
+
+
+def _check_decodes(path: Path) -> None:
+    """Decode the first frame (tens of milliseconds for a page), or raise as OCR would."""
+    with _opened(path) as image:
+        try:
+            image.load()
+        except (OSError, ValueError, SyntaxError, EOFError) as exc:
+            raise PermanentError(
+                "CORRUPT_FILE", f"The image cannot be decoded ({type(exc).__name__})."
+            ) from exc
 
 
 def _opened(path: Path) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
+from ldims.errors import OcrDeferred
 from workers.extraction.common import clean_text, ensure_chars
 from workers.extraction.ocr import RecognizedPage, ocr_metadata, recognize, unavailable
 from workers.extraction.result import ExtractionLimits
@@ -46,7 +47,8 @@ def recognize_pages(
     pdf: pypdfium2.PdfDocument, texts: list[str], limits: ExtractionLimits, started: float
 ) -> tuple[list[str], dict[str, Any]]:
     """``texts`` with the pages that need it read by OCR, and what the record says of it.
-    Raises ``OCR_UNAVAILABLE`` when no page has text and OCR cannot run."""
+    Raises ``OCR_UNAVAILABLE`` when no page has text and OCR cannot run, and ``OcrDeferred``
+    when pages need it and ``limits.ocr.defer`` hands them to the OCR workers."""
     options = limits.ocr
     wanted = needs_ocr(pdf, texts, options.mode)
     if not wanted:
@@ -60,6 +62,8 @@ def recognize_pages(
             "ocr_unavailable": error.message,
             "ocr_needed_pages": [index + 1 for index in wanted],
         }
+    if options.defer:
+        raise OcrDeferred("OCR_DEFERRED", f"{len(wanted)} pages wait for OCR.")
     texts = list(texts)
     read: list[int] = []
     found: list[RecognizedPage] = []

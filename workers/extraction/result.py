@@ -100,6 +100,9 @@ class OcrOptions:
     max_pages: int = 50  # pages of one document recognized at most
     dpi: int = 300  # resolution PDF pages are rendered at for recognition
     tessdata: str | None = None  # the language data's folder; None: the system's
+    # The extract workers' pass: a file that needs OCR raises ``OcrDeferred`` (the ``ocr``
+    # queue's workers read it) instead of being read here.
+    defer: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import psutil
 
-from ldims.errors import PermanentError, ProcessingError, TransientError
+from ldims.errors import OcrDeferred, PermanentError, ProcessingError, TransientError
 from workers.extraction.registry import TEXT_TYPES
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 
@@ -37,6 +37,7 @@ _POLL_SECONDS = 0.05
 _STARTUP_SECONDS = 120
 _CHILD_MODULE = "workers.extraction.sandbox_child"
 _ERRORS: dict[str, type[ProcessingError]] = {
+    "OcrDeferred": OcrDeferred,
     "PermanentError": PermanentError,
     "TransientError": TransientError,
 }
