@@ -68,6 +68,9 @@ ROLES = (
     "index pool child",
     "embed worker",
     "embed pool child",
+    "ocr worker",
+    "ocr pool child",
+    "ocr extractor child",
     "beat",
     "redis",
     "other",
@@ -86,10 +89,11 @@ class ProcessTree:
 
     Roles come from command lines: the root is the API; ``redis-server``; an ``ldims worker
     --queues Q`` child of the root is Q's worker (its Celery main process), one of a worker's
-    children its pool child, ``workers.extraction.sandbox_child`` an extractor child. The
-    embedded beat of the worker started with ``--beat`` has the same command line as its pool
-    child; it closes the descriptors it inherits when it starts, so among that worker's
-    children it is the one with the fewest open descriptors (remembered once known).
+    children its pool child, ``workers.extraction.sandbox_child`` an extractor child (an OCR
+    extractor child under the OCR worker's pool). The embedded beat of the worker started with
+    ``--beat`` has the same command line as its pool child; it closes the descriptors it
+    inherits when it starts, so among that worker's children it is the one with the fewest
+    open descriptors (remembered once known).
     """
 
     def __init__(self, pid: int) -> None:
@@ -121,9 +125,11 @@ class ProcessTree:
         if cmdline and cmdline[0].endswith("redis-server"):
             return "redis"
         if "workers.extraction.sandbox_child" in cmdline:
-            return "extractor child"
+            parent = process.parent()
+            ocr = parent is not None and _queues(parent.cmdline()) == "ocr"
+            return "ocr extractor child" if ocr else "extractor child"
         queues = _queues(cmdline)
-        if queues not in ("extract", "index", "embed"):
+        if queues not in ("extract", "index", "embed", "ocr"):
             return "other"
         return f"{queues} worker" if process.ppid() == self.root.pid else f"{queues} pool child"
 
