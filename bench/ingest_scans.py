@@ -17,7 +17,8 @@ threads (``POST /api/documents/bulk``, as ``ldims ingest`` sends them), in the s
 
 1. **text only**: the text documents of the mix, without the scans (the pace to keep);
 2. **mixed, OCR queue** (the default, ``LDIMS_OCR_QUEUE=true``): the extract workers hand each
-   scan to the OCR worker (queue ``ocr``, one process at nice 10);
+   scan to the OCR worker (queue ``ocr``, one process at ``LDIMS_OCR_WORKER_NICE``, 19, or
+   ``--ocr-nice``);
 3. **mixed, OCR inline** (``LDIMS_OCR_QUEUE=false``): the extract workers read the scans
    themselves, as before the OCR queue existed.
 
@@ -73,6 +74,8 @@ from ingest import (
 from PIL import Image, ImageDraw, ImageFont
 from report import DASH, machine_line, markdown_table, ms, percentile, publish
 from servers import ProcessTree, Server, free_port, launch
+
+from ldims.settings import Settings
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest_scans.md"
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,11 +191,15 @@ class Run:
         return self.docs[upload.index].name.startswith("scan-")
 
 
-def start_server(data_dir: Path, extract_workers: int, ocr_queue: str) -> Server:
+def start_server(
+    data_dir: Path, extract_workers: int, ocr_queue: str, ocr_nice: int | None
+) -> Server:
     port = free_port()
     command = [str(ldims_executable()), "serve", "--port", str(port)]
     command += ["--extract-workers", str(extract_workers)]
     env = {"LDIMS_EMBEDDING_MODEL": "none", "LDIMS_OCR_QUEUE": ocr_queue}
+    if ocr_nice is not None:
+        env["LDIMS_OCR_WORKER_NICE"] = str(ocr_nice)
     return launch(command, data_dir, f"http://127.0.0.1:{port}", env)
 
 
@@ -202,7 +209,7 @@ def run_setup(
     data_dir = Path(tempfile.mkdtemp(prefix="ldims-bench-scans-"))
     server: Server | None = None
     try:
-        server = start_server(data_dir, args.extract_workers, ocr_queue)
+        server = start_server(data_dir, args.extract_workers, ocr_queue, args.ocr_nice)
         wait_healthy(server)
         warm_up(server)
         return measure(args, setup, docs, scans, server)
@@ -290,7 +297,9 @@ def report(
         f"{args.docs} documents uploaded 32 a request from 4 threads to `ldims serve` "
         f"({args.extract_workers} extract workers, semantic search off); {len(scans)} of them "
         f"({args.scan_share:.0%}) are one-page image-only PDFs rendered at {args.scan_dpi} dpi "
-        f"({mix}). The text-only run uploads the same text documents without the scans."
+        f"({mix}), the OCR worker at nice "
+        f"{args.ocr_nice if args.ocr_nice is not None else Settings().ocr_worker_nice}. "
+        "The text-only run uploads the same text documents without the scans."
         + (f" Left out: {'; '.join(left_out)}." if left_out else ""),
         "",
         "Text documents, upload start → completed:",
@@ -355,6 +364,9 @@ def main() -> None:
     parser.add_argument("--scan-dpi", type=int, default=200)
     parser.add_argument("--extract-workers", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=1800.0, help="per run, seconds")
+    parser.add_argument(
+        "--ocr-nice", type=int, default=None, help="LDIMS_OCR_WORKER_NICE (default: its default)"
+    )
     args = parser.parse_args()
     docs, scans, left_out = make_mix(args.docs, args.scan_share, args.scan_dpi)
     text_only = [doc for doc in docs if not doc.name.startswith("scan-")]

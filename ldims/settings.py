@@ -164,7 +164,7 @@ class Settings(BaseSettings):
         default=1, ge=1, description="OCR worker processes started by `ldims serve`."
     )
     ocr_worker_nice: int = Field(
-        default=10,
+        default=19,
         ge=0,
         le=19,
         description="CPU priority (nice) of an OCR worker: below extraction and indexing, yet "
