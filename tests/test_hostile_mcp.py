@@ -1,0 +1,244 @@
+"""Hostile arguments, property-based (hypothesis): every tool and resource template of every
+toolset (documents with its write tools, qmd, proxy, sql on a real PostgreSQL, guide), over the
+official MCP client and real HTTP, gets arguments drawn from its own input schema and arguments
+that break it (wrong types, unknown fields, huge and control-character strings). Every call
+answers within the time limit, as a result or an ``isError`` result with a machine-readable
+code (a JSON-RPC error only for what the protocol itself refuses), and no answer holds a stack
+trace or a path of the server's files."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx2
+import psycopg
+import pytest
+from anyio.from_thread import BlockingPortal, start_blocking_portal
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis_jsonschema import from_schema
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+
+from tests.conftest import DOCS, PG_ADMIN, RedisServer, Stack, make_settings
+
+TENANT = {"X-LDIMS-Tenant": "fuzz"}
+SECONDS = 20.0  # one call at most (the server's own limit is LDIMS_MCP_REQUEST_TIMEOUT_SECONDS)
+LEAKS = re.compile(
+    r"Traceback|File \"|site-packages|/usr/lib/python|\.py\", line|/tmp/|/work/|"
+    r"sqlalchemy\.|psycopg\.|whoosh\.|NoneType"
+)
+TOOLS = (
+    "searchDocuments",
+    "getDocumentStatus",
+    "ingestDocument",
+    "deleteDocument",
+    "search",
+    "vsearch",
+    "query",
+    "get",
+    "multi_get",
+    "status",
+    "read-query",
+    "initiate_session",
+    "navigate_session",
+    "read_doc_section",
+    "read_doc_pages",
+    "read_doc_metadata",
+    "doc_local_search",
+    "list_available_tools",
+)
+NASTY_TEXT = st.one_of(
+    st.text(max_size=300),
+    st.text(alphabet=st.characters(codec="utf-8"), min_size=1, max_size=50),
+    st.sampled_from(
+        [
+            "",
+            " ",
+            "\x00",
+            "\u202e\u200b\ufeff",
+            "../../../../etc/passwd",
+            "%00%2e%2e/",
+            "' OR 1=1 --",
+            "*:*",
+            "a" * 100_000,
+            "(" * 5000,
+            '"' * 999,
+            "NOT AND OR ~ ^ * ?",
+            "ldims://docs/../../x",
+            "#" * 64,
+            "-1",
+            "1e309",
+        ]
+    ),
+)
+JUNK = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | NASTY_TEXT,
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(NASTY_TEXT, children, max_size=4)
+    ),
+    max_leaves=12,
+)
+
+
+class Session:
+    """One MCP session over HTTP, driven from the synchronous tests through a portal."""
+
+    def __init__(self, portal: BlockingPortal, client: Client) -> None:
+        self.portal, self.client = portal, client
+
+    def call(self, name: str, arguments: dict[str, Any]) -> tuple[float, Any]:
+        async def go() -> Any:
+            with anyio.fail_after(SECONDS):
+                try:
+                    return await self.client.call_tool(name, arguments)
+                except McpError as exc:
+                    return exc
+
+        started = time.monotonic()
+        answer = self.portal.call(go)
+        return time.monotonic() - started, answer
+
+    def read(self, uri: str) -> tuple[float, Any]:
+        async def go() -> Any:
+            with anyio.fail_after(SECONDS):
+                try:
+                    return await self.client.read_resource(uri)
+                except McpError as exc:
+                    return exc
+
+        started = time.monotonic()
+        answer = self.portal.call(go)
+        return time.monotonic() - started, answer
+
+
+@pytest.fixture(scope="module")
+def sql_url() -> Iterator[str]:
+    name = f"ldims_fuzz_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{name}"')
+    url = f"postgresql+psycopg://postgres@127.0.0.1:5432/{name}"
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as connection:
+        connection.execute("CREATE TABLE orders (id int primary key, customer text, total numeric)")
+        connection.execute("INSERT INTO orders VALUES (1, 'Ann', 10.5), (2, 'Bo', 3)")
+    yield url
+    with psycopg.connect(PG_ADMIN, autocommit=True) as connection:
+        connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="module")
+def session(
+    tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer, sql_url: str
+) -> Iterator[Session]:
+    tmp = tmp_path_factory.mktemp("fuzz")
+    settings_ = make_settings(
+        tmp, shared_redis.url.rsplit("/", 1)[0] + "/13", mcp_write_tools=True, sql_url=sql_url
+    )
+    stack = Stack(settings_, tmp).start()
+    try:
+        for name in ("unstructured__fake-html.html", "poppler-test__russian.pdf"):
+            response = stack.client.post(
+                "/api/documents", files={"file": (name, (DOCS / name).read_bytes())}, headers=TENANT
+            )
+            assert response.status_code == 202, response.text
+        with start_blocking_portal() as portal:
+            http = portal.wrap_async_context_manager(httpx2.AsyncClient(headers=TENANT, timeout=60))
+            with http as client:
+                transport = streamable_http_client(f"{stack.api.url}/mcp", http_client=client)  # type: ignore[arg-type]
+                with portal.wrap_async_context_manager(Client(transport)) as mcp:
+                    yield Session(portal, mcp)
+    finally:
+        stack.stop()
+
+
+@pytest.fixture(scope="module")
+def schemas(session: Session) -> dict[str, dict[str, Any]]:
+    async def listed() -> Any:
+        return await session.client.list_tools()
+
+    return {tool.name: tool.inputSchema for tool in session.portal.call(listed).tools}
+
+
+def check(seconds: float, answer: Any) -> None:
+    """Within the time, in the contract's shape, and nothing of the server's insides."""
+    assert seconds < SECONDS
+    if isinstance(answer, McpError):
+        # The protocol's own refusals (invalid params), never an internal error.
+        assert answer.error.code != -32603, answer.error.message
+        assert not LEAKS.search(answer.error.message), answer.error.message
+        return
+    texts = [getattr(item, "text", "") or "" for item in getattr(answer, "content", [])]
+    for text in texts:
+        assert not LEAKS.search(text), text[:500]
+    if getattr(answer, "is_error", False):
+        structured = answer.structured_content or {}
+        code = structured.get("errorCode") or (structured.get("error") or {}).get("code")
+        assert isinstance(code, str) and code.isupper(), (structured, texts)
+
+
+def test_every_tool_is_fuzzed(schemas: dict[str, dict[str, Any]]) -> None:
+    assert set(schemas) == set(TOOLS)
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_arguments_of_the_tools_own_schema(
+    session: Session, schemas: dict[str, dict[str, Any]], tool: str
+) -> None:
+    @settings(
+        max_examples=12,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+    )
+    @given(arguments=from_schema(schemas[tool]))
+    def property_(arguments: dict[str, Any]) -> None:
+        check(*session.call(tool, arguments))
+
+    property_()
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_arguments_that_break_the_schema(session: Session, tool: str) -> None:
+    @settings(
+        max_examples=12,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        derandomize=True,
+    )
+    @given(arguments=st.dictionaries(NASTY_TEXT, JUNK, max_size=5))
+    def property_(arguments: dict[str, Any]) -> None:
+        check(*session.call(tool, arguments))
+
+    property_()
+
+
+TEMPLATES = (
+    "ldims://docs/{}/extracted_content",
+    "ldims://docs/{}/pages/1-2",
+    "ldims://docs/{}/lines/1-5",
+    "ldims://docs/x/pages/{}",
+    "ldims://docs/x/lines/{}",
+    "qmd://{}",
+    "kwdb://table/{}",
+    "kwdb://db_info/{}",
+)
+
+
+@pytest.mark.parametrize("template", TEMPLATES)
+def test_resource_uris_with_hostile_parts(session: Session, template: str) -> None:
+    @settings(
+        max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True
+    )
+    @given(part=NASTY_TEXT)
+    def property_(part: str) -> None:
+        with contextlib.suppress(ValueError):  # a URI the client itself cannot send
+            check(*session.read(template.replace("{}", part[:2000])))
+
+    property_()
