@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import anyio
+import httpx
 import httpx2
 import psycopg
 import pytest
@@ -141,8 +142,8 @@ def from_schema(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> A
 class Session:
     """One MCP session over HTTP, driven from the synchronous tests through a portal."""
 
-    def __init__(self, portal: BlockingPortal, client: Client) -> None:
-        self.portal, self.client = portal, client
+    def __init__(self, portal: BlockingPortal, client: Client, url: str) -> None:
+        self.portal, self.client, self.url = portal, client, url
 
     def call(self, name: str, arguments: dict[str, Any]) -> tuple[float, Any]:
         async def go() -> Any:
@@ -203,7 +204,7 @@ def session(
             with http as client:
                 transport = streamable_http_client(f"{stack.api.url}/mcp", http_client=client)  # type: ignore[arg-type]
                 with portal.wrap_async_context_manager(Client(transport)) as mcp:
-                    yield Session(portal, mcp)
+                    yield Session(portal, mcp, stack.api.url)
     finally:
         stack.stop()
 
@@ -292,3 +293,57 @@ def test_resource_uris_with_hostile_parts(session: Session, template: str) -> No
             check(*session.read(template.replace("{}", part[:2000])))
 
     property_()
+
+
+WORD = st.sampled_from(["the", "war", "peace", "Москва", "北京", "café", "a", "IBM", "x" * 300])
+TERM = st.one_of(
+    WORD,
+    WORD.map(lambda w: f"{w}*"),
+    WORD.map(lambda w: f"{w[:2]}?{w[2:]}"),
+    WORD.map(lambda w: f"{w}~2"),
+    WORD.map(lambda w: f"{w}^9"),
+    WORD.map(lambda w: f"title:{w}"),
+    st.tuples(WORD, WORD).map(lambda p: f'"{p[0]} {p[1]}"'),
+    st.tuples(WORD, WORD).map(lambda p: f"[{p[0]} TO {p[1]}]"),
+    st.text(alphabet=st.characters(codec="utf-8", categories=["Cc", "Cf", "Zs", "So", "Lo"])),
+)
+QUERY = st.recursive(
+    TERM,
+    lambda inner: st.one_of(
+        st.tuples(inner, st.sampled_from([" AND ", " OR ", " NOT ", " ", " -"]), inner).map(
+            "".join
+        ),
+        inner.map(lambda q: f"({q})"),
+        inner.map(lambda q: f"NOT {q}"),
+        inner.map(lambda q: q * 40),  # long
+    ),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize("mode", ["keyword", "exact", "semantic"])
+def test_search_queries_from_a_grammar_of_operators(session: Session, mode: str) -> None:
+    """Whoosh's operators, wildcards, ranges, fields, unicode, control characters and huge
+    lengths, over MCP and REST: an answer or a 4xx with the seed's code, in bounded time,
+    never a 5xx."""
+    with httpx.Client(base_url=session.url, headers=TENANT, timeout=SECONDS + 5) as client:
+
+        @settings(
+            max_examples=40,
+            deadline=None,
+            suppress_health_check=list(HealthCheck),
+            derandomize=True,
+        )
+        @given(query=QUERY)
+        def property_(query: str) -> None:
+            # Over MCP whole; over REST within what a URL carries (httpx refuses 64 KiB).
+            check(*session.call("searchDocuments", {"query": query, "searchMode": mode}))
+            started = time.monotonic()
+            response = client.get("/api/search", params={"query": query[:8000], "searchMode": mode})
+            assert time.monotonic() - started < SECONDS
+            assert response.status_code < 500, (query[:200], response.text[:500])
+            assert not LEAKS.search(response.text), response.text[:500]
+            if response.status_code >= 400:
+                assert response.json()["errorCode"] in ("INVALID_INPUT", "QUERY_UNPROCESSABLE")
+
+        property_()
