@@ -147,7 +147,11 @@ class Settings(BaseSettings):
         "listed in the record (ocr_skipped_pages).",
     )
     ocr_dpi: int = Field(
-        default=300, ge=72, le=600, description="Resolution PDF pages are rendered at for OCR."
+        default=200,
+        ge=72,
+        le=600,
+        description="Resolution PDF pages are rendered at for OCR (200: measured the cheapest "
+        "that reads 8 pt print in every language; bench/ocr_engines.py).",
     )
     ocr_tessdata: Path | None = Field(
         default=None,

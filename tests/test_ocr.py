@@ -134,9 +134,16 @@ def test_forced_ocr_of_the_vicksburg_scans_agrees_with_their_text_layer() -> Non
     forced = replace(LIMIT, ocr=OcrOptions(mode="force"))
     result = extract_file(path, "application/pdf", forced)
     assert result.metadata["ocr_pages"] == [page.number for page in layer.pages]
-    for theirs, ours in zip(layer.pages, result.pages, strict=True):
-        if len(theirs.text) > 200:
-            assert cer(theirs.text, ours.text) <= DEGRADED_CER, theirs.number
+    pairs = [
+        (theirs.text, ours.text)
+        for theirs, ours in zip(layer.pages, result.pages, strict=True)
+        if len(theirs.text) > 200
+    ]
+    # Their layer misses words of its own (page 3 lacks half a line), so the agreement is
+    # taken over the pages together, and no page may stray far.
+    assert cer("".join(t for t, _ in pairs), "".join(o for _, o in pairs)) <= CLEAN_CER
+    for number, (theirs, ours) in enumerate(pairs, start=1):
+        assert cer(theirs, ours) <= 0.15, number
 
 
 def test_ocr_off_and_the_page_limit(tmp_path: Path) -> None:

@@ -98,7 +98,7 @@ class OcrOptions:
     mode: str = "auto"  # auto: pages without a text layer, and images; off; force: every page
     languages: tuple[str, ...] = ("eng", "rus", "chi_sim")
     max_pages: int = 50  # pages of one document recognized at most
-    dpi: int = 300  # resolution PDF pages are rendered at for recognition
+    dpi: int = 200  # resolution PDF pages are rendered at for recognition (LDIMS_OCR_DPI)
     tessdata: str | None = None  # the language data's folder; None: the system's
     # The extract workers' pass: a file that needs OCR raises ``OcrDeferred`` (the ``ocr``
     # queue's workers read it) instead of being read here.
