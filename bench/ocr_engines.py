@@ -9,8 +9,9 @@ the corpus, set at 300 dpi in 12 pt), ``--pages`` per language, each clean, degr
 print, held to the clean target), each saved as a
 one-page image-only PDF; and the corpus's real scanned book pages
 (``pypdf__Seige_of_Vicksburg_Sample_OCR.pdf``, compared with the text layer another engine
-left in it, held to the degraded target). Every page is rendered by pdfium at each resolution of ``--dpi`` (as
-the extractor renders a page for OCR, grayscale) and read in this process by each engine:
+left in it, held to the degraded target). Every page is rendered by pdfium at each
+resolution of ``--dpi`` (as the extractor renders a page for OCR, grayscale) and read in this
+process by each engine:
 
 * **Tesseract 5** through ``tesserocr`` (the wheel bundles libtesseract; Debian's
   ``tesseract-ocr-{eng,rus,chi-sim,osd}`` data), exactly as the extractor calls it
