@@ -284,6 +284,20 @@ def seconds(value: float | None) -> str:
     return DASH if value is None else f"{value:.1f}"
 
 
+def latency_row(run: Run, scans: bool) -> list[str]:
+    """A run's row for the text documents or the scans: counts, latencies, last completion."""
+    counts, latencies = run.counts(scans=scans), run.latencies(scans=scans)
+    return [
+        run.setup,
+        str(counts["completed"]),
+        str(counts["failed"]),
+        ms(percentile(latencies, 50)),
+        ms(percentile(latencies, 95)),
+        ms(max(latencies, default=None)),
+        seconds(run.last_completed(scans=scans)),
+    ]
+
+
 def report(
     args: argparse.Namespace, runs: list[Run], scans: list[Scan], left_out: list[str]
 ) -> str:
@@ -306,36 +320,12 @@ def report(
         "",
     ]
     header = ["run", "completed", "failed", "p50 ms", "p95 ms", "max ms", "last completed, s"]
-    rows = []
-    for run in runs:
-        counts, latencies = run.counts(scans=False), run.latencies(scans=False)
-        rows.append(
-            [
-                run.setup,
-                str(counts["completed"]),
-                str(counts["failed"]),
-                ms(percentile(latencies, 50)),
-                ms(percentile(latencies, 95)),
-                ms(max(latencies, default=None)),
-                seconds(run.last_completed(scans=False)),
-            ]
-        )
+    rows = [latency_row(run, scans=False) for run in runs]
     lines += [markdown_table(header, rows), "", "Scans, upload start → completed:", ""]
-    rows = []
-    for run in runs[1:]:
-        counts, latencies = run.counts(scans=True), run.latencies(scans=True)
-        rows.append(
-            [
-                run.setup,
-                str(counts["completed"]),
-                str(counts["failed"]),
-                ms(percentile(latencies, 50)),
-                ms(percentile(latencies, 95)),
-                ms(max(latencies, default=None)),
-                seconds(run.last_completed(scans=True)),
-                f"{run.found_scans}/{run.scans_searched}",
-            ]
-        )
+    rows = [
+        [*latency_row(run, scans=True), f"{run.found_scans}/{run.scans_searched}"]
+        for run in runs[1:]
+    ]
     lines += [markdown_table([*header, "found by their word on page 1"], rows), ""]
     roles = sorted({role for run in runs for role, cpu in run.cpu.items() if cpu >= 0.05})
     lines += ["CPU seconds by role over the run:", ""]

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -353,22 +354,39 @@ def test_the_sweep_names_every_tool_resource_and_prompt(acme_session: Env) -> No
     assert not leaks(acme_session, listed)
 
 
-@pytest.mark.parametrize("tool", sorted(TOOL_PROBES))
-def test_a_tool_answers_for_acmes_name_as_for_none(acme_session: Env, tool: str) -> None:
-    kind, template = TOOL_PROBES[tool]
-    names = (acme_names(acme_session)[kind], UNKNOWN_NAMES[kind])
+@dataclass(frozen=True)
+class Probe:
+    """A tool's probe: the arguments naming acme's thing, or a made-up one of its kind."""
 
-    def arguments(name: str) -> dict[str, Any]:
+    tool: str
+    names: tuple[str, str]  # acme's, made up
+
+    def arguments(self, name: str) -> dict[str, Any]:
+        template = TOOL_PROBES[self.tool][1]
         return {key: name if value == "{}" else value for key, value in template.items()}
 
-    async def work(client: Client) -> tuple[Any, Any]:
-        asked = await client.call_tool(tool, arguments(names[0]))
-        unknown = await client.call_tool(tool, arguments(names[1]))
-        return tool_answer(asked), tool_answer(unknown)
+    def answers(self, env: Env, tenant: str) -> tuple[Any, Any]:
+        """What ``tenant`` is answered for acme's name, and for the made-up one."""
 
-    asked, unknown = acme_session.mcp("globex", work)
-    assert not leaks(acme_session, asked, arguments(names[0]))
-    same_as_unknown(asked, unknown, names)
+        async def work(client: Client) -> tuple[Any, Any]:
+            asked = await client.call_tool(self.tool, self.arguments(self.names[0]))
+            unknown = await client.call_tool(self.tool, self.arguments(self.names[1]))
+            return tool_answer(asked), tool_answer(unknown)
+
+        return env.mcp(tenant, work)  # type: ignore[no-any-return]
+
+
+def probe_of(env: Env, tool: str) -> Probe:
+    kind = TOOL_PROBES[tool][0]
+    return Probe(tool, (acme_names(env)[kind], UNKNOWN_NAMES[kind]))
+
+
+@pytest.mark.parametrize("tool", sorted(TOOL_PROBES))
+def test_a_tool_answers_for_acmes_name_as_for_none(acme_session: Env, tool: str) -> None:
+    probe = probe_of(acme_session, tool)
+    asked, unknown = probe.answers(acme_session, "globex")
+    assert not leaks(acme_session, asked, probe.arguments(probe.names[0]))
+    same_as_unknown(asked, unknown, probe.names)
     status = acme_session.rest("acme", "GET", f"/api/documents/{acme_session.acme['doc']}")
     assert status.json()["status"] == "completed"  # deleteDocument did nothing
 
@@ -377,18 +395,9 @@ def test_a_tool_answers_for_acmes_name_as_for_none(acme_session: Env, tool: str)
 def test_the_probes_reach_acmes_things_for_acme(acme_session: Env, tool: str) -> None:
     # The control: asked by acme, the same probe answers otherwise than for a made-up name,
     # so the sweep's equality above is not two refusals of a probe that reaches nothing.
-    kind, template = TOOL_PROBES[tool]
-    names = (acme_names(acme_session)[kind], UNKNOWN_NAMES[kind])
-
-    def arguments(name: str) -> dict[str, Any]:
-        return {key: name if value == "{}" else value for key, value in template.items()}
-
-    async def work(client: Client) -> tuple[Any, Any]:
-        asked = await client.call_tool(tool, arguments(names[0]))
-        unknown = await client.call_tool(tool, arguments(names[1]))
-        return tool_answer(asked), tool_answer(unknown)
-
-    asked, unknown = acme_session.mcp("acme", work)
+    probe = probe_of(acme_session, tool)
+    asked, unknown = probe.answers(acme_session, "acme")
+    names = probe.names
     masked = [
         json.dumps(a, sort_keys=True).replace(n, "<NAME>")
         for a, n in zip((asked, unknown), names, strict=True)
