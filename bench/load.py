@@ -364,28 +364,34 @@ def write_loop(
     rng = random.Random(7)
     mine: list[str] = []
     last_folder = time.monotonic()
-    with httpx.Client(base_url=url, headers={TENANT_HEADER: TENANT}, timeout=60) as client:
+    # A connection idle past uvicorn's keep-alive (5 s; `ldims update` takes seconds) may be
+    # closed by the server just as it is reused: the client lets it go first.
+    limits = httpx.Limits(keepalive_expiry=2.0)
+    with httpx.Client(
+        base_url=url, headers={TENANT_HEADER: TENANT}, timeout=60, limits=limits
+    ) as client:
         for n in itertools.count():
             if stop.wait(every):
                 return
+            step = "upload"
             try:
                 body = f"# Churn {n}\n\nThe churn document {n} mentions the duck report.\n"
                 mine.append(upload(client, f"churn-{n}.md", body.encode(), collection="churn"))
                 writes.uploads += 1
                 writes.accepted.add(mine[-1])
                 if len(mine) > 3:
-                    target = rng.choice(mine[-3:])
+                    step, target = "replace", rng.choice(mine[-3:])
                     upload(
                         client, "churn.md", f"{body}\nVersion {n}.\n".encode(), documentId=target
                     )
                     writes.replaces += 1
                 if len(mine) > 6:
-                    gone = mine.pop(0)
+                    step, gone = "delete", mine.pop(0)
                     client.delete(f"/api/documents/{gone}").raise_for_status()
                     writes.accepted.discard(gone)
                     writes.deletes += 1
             except httpx.HTTPError as exc:
-                writes.errors[type(exc).__name__] += 1
+                writes.errors[f"{step}: {type(exc).__name__}"] += 1
             if time.monotonic() - last_folder >= 5:
                 last_folder = time.monotonic()
                 change_folder(folder, rng, n)
