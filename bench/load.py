@@ -717,7 +717,8 @@ def report(
 def reliability_page(text: str) -> str:
     return (
         "# Reliability\n\nWritten by `bench/load.py` (long form); the short form runs in `make "
-        "test` (`tests/test_reliability.py`). The last long run:\n\n" + text.split("\n", 1)[1]
+        "test` (`tests/test_reliability.py`). The last long run:\n\n"
+        + text.split("\n", 1)[1].lstrip("\n")
     )
 
 
