@@ -46,9 +46,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-from ingest import ldims_executable, stop_server, wait_healthy, warm_up
+from ingest import launch_serve, stop_server, wait_healthy, warm_up
 from report import machine_line, markdown_table, publish
-from servers import ProcessTree, Server, free_port, launch
+from servers import ProcessTree, Server
 
 from ldims.caller import TENANT_HEADER
 from ldims.catalog import Catalog, Document
@@ -228,13 +228,7 @@ def main() -> None:
     server: Server | None = None
     outcomes = []
     try:
-        port = free_port()
-        server = launch(
-            [str(ldims_executable()), "serve", "--port", str(port)],
-            data_dir,
-            f"http://127.0.0.1:{port}",
-            SETTINGS,
-        )
+        server = launch_serve(data_dir, SETTINGS)
         wait_healthy(server, 120)
         warm_up(server, 120)
         for number, (fault, role) in enumerate(FAULTS, start=1):

@@ -251,12 +251,16 @@ def ldims_executable() -> Path:
     return path
 
 
-def start_server(data_dir: Path, extract_workers: int, embedding_model: str) -> Server:
+def launch_serve(data_dir: Path, env: dict[str, str], *options: str) -> Server:
+    """``ldims serve`` on a free port and ``data_dir``, with the LDIMS settings ``env``."""
     port = free_port()
-    command = [str(ldims_executable()), "serve", "--port", str(port)]
-    command += ["--extract-workers", str(extract_workers)]
-    env = {"LDIMS_EMBEDDING_MODEL": embedding_model}
+    command = [str(ldims_executable()), "serve", "--port", str(port), *options]
     return launch(command, data_dir, f"http://127.0.0.1:{port}", env)
+
+
+def start_server(data_dir: Path, extract_workers: int, embedding_model: str) -> Server:
+    env = {"LDIMS_EMBEDDING_MODEL": embedding_model}
+    return launch_serve(data_dir, env, "--extract-workers", str(extract_workers))
 
 
 def wait_healthy(server: Server, timeout: float = 60.0) -> float:

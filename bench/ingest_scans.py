@@ -62,7 +62,7 @@ from ingest import (
     RssSamples,
     Upload,
     final_documents,
-    ldims_executable,
+    launch_serve,
     made_up_word,
     make_documents,
     poll_until,
@@ -73,7 +73,7 @@ from ingest import (
 )
 from PIL import Image, ImageDraw, ImageFont
 from report import DASH, machine_line, markdown_table, ms, percentile, publish
-from servers import ProcessTree, Server, free_port, launch
+from servers import ProcessTree, Server
 
 from ldims.settings import Settings
 
@@ -194,13 +194,10 @@ class Run:
 def start_server(
     data_dir: Path, extract_workers: int, ocr_queue: str, ocr_nice: int | None
 ) -> Server:
-    port = free_port()
-    command = [str(ldims_executable()), "serve", "--port", str(port)]
-    command += ["--extract-workers", str(extract_workers)]
     env = {"LDIMS_EMBEDDING_MODEL": "none", "LDIMS_OCR_QUEUE": ocr_queue}
     if ocr_nice is not None:
         env["LDIMS_OCR_WORKER_NICE"] = str(ocr_nice)
-    return launch(command, data_dir, f"http://127.0.0.1:{port}", env)
+    return launch_serve(data_dir, env, "--extract-workers", str(extract_workers))
 
 
 def run_setup(

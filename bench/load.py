@@ -70,12 +70,12 @@ from typing import Any
 import httpx
 import httpx2
 import psycopg
-from ingest import ldims_executable, stop_server, wait_healthy
+from ingest import launch_serve, ldims_executable, stop_server, wait_healthy
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_load import error_code, wait_ready
 from report import machine_line, markdown_table, ms, percentile, publish
-from servers import ProcessTree, Server, free_port, launch, server_env
+from servers import ProcessTree, Server, server_env
 
 from indexer import DocumentIndex
 from ldims.caller import TENANT_HEADER
@@ -528,13 +528,7 @@ def main() -> None:
     env = server_settings(args.embedding_model, database)
     server: Server | None = None
     try:
-        port = free_port()
-        server = launch(
-            [str(ldims_executable()), "serve", "--port", str(port)],
-            data_dir,
-            f"http://127.0.0.1:{port}",
-            env,
-        )
+        server = launch_serve(data_dir, env)
         wait_healthy(server, 120)
         asyncio.run(
             wait_ready(Server(server.process, f"{server.url}/mcp", server.log_path), TENANT)
