@@ -9,6 +9,7 @@ import signal
 import string
 import struct
 import threading
+import time
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,15 +140,47 @@ def test_memory_limit_is_enforced_and_the_next_file_still_extracts(
     assert "Простой" in result.text
 
 
-def test_a_killed_extractor_is_reported_and_replaced(sandbox: ExtractionSandbox) -> None:
+def _kill_children(sandbox: ExtractionSandbox, times: int) -> tuple[threading.Thread, set[int]]:
+    """Kill the sandbox's child ``times`` times, each 0.3 s after it took its file."""
+    killed: set[int] = set()
+
+    def kill() -> None:
+        deadline = time.monotonic() + 60
+        while len(killed) < times and time.monotonic() < deadline:
+            watched = sandbox._watched  # set once a child is ready, just before it gets the file
+            if watched is not None and watched.pid not in killed:
+                time.sleep(0.3)
+                os.kill(watched.pid, signal.SIGKILL)
+                killed.add(watched.pid)
+            time.sleep(0.01)
+
+    thread = threading.Thread(target=kill)
+    thread.start()
+    return thread, killed
+
+
+def test_one_outside_kill_of_the_extractor_is_read_again(sandbox: ExtractionSandbox) -> None:
+    sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
+    first = sandbox.pid
+    # An operator's (or a container runtime's) kill -9: not the file's fault, it is read again.
+    killer, killed = _kill_children(sandbox, times=1)
+    result = sandbox.run(BIG_PDF, "application/pdf", ExtractionLimits())
+    killer.join()
+    assert killed == {first} and len(result.pages) == 400 and sandbox.pid not in (None, first)
+
+
+def test_a_twice_killed_extractor_is_reported_and_replaced(sandbox: ExtractionSandbox) -> None:
     sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
     first = sandbox.pid
     assert first is not None
-    # What the kernel's OOM killer looks like from the worker: the child vanishes mid-file.
-    threading.Timer(0.3, os.kill, args=(first, signal.SIGKILL)).start()
+    # What the kernel's OOM killer looks like from the worker: the child vanishes mid-file, and
+    # again in the fresh child that reads the file once more.
+    killer, killed = _kill_children(sandbox, times=2)
     with pytest.raises(PermanentError) as raised:
         sandbox.run(BIG_PDF, "application/pdf", ExtractionLimits())
-    assert raised.value.code == "TOO_LARGE" and "killed by the system" in raised.value.message
+    killer.join()
+    assert len(killed) == 2 and first in killed
+    assert raised.value.code == "TOO_LARGE" and "killed by the system twice" in raised.value.message
     result = sandbox.run(DOCS / "pypdf__multilang.pdf", "application/pdf", ExtractionLimits())
     assert "你好世界" in result.text and sandbox.pid != first
 

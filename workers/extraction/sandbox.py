@@ -4,12 +4,15 @@ Parsers of hostile or enormous files can hang, balloon or crash (PDFium, Tika's 
 lxml are all native code). None of that may take down a Celery worker or make it retry a file
 forever, so every extraction runs in a spawned child that the worker watches: past the wall
 time it is killed (``TIMEOUT``), above the memory limit it is killed (``TOO_LARGE``), if it dies
-on its own the file is reported as ``CORRUPT_FILE`` (or ``TOO_LARGE`` after a SIGKILL that was
-most likely the kernel's OOM killer). The child is replaced after ``recycle_after`` files read
-by native parsers, so native leaks (iscc-tika keeps a GraalVM isolate) cannot accumulate;
-plain text and Markdown are read by our own Python code and do not count — a child start
-costs ~0.8 s of CPU, which every 50 small text files made the largest cost of extracting them
-(bench/extract_overhead.py). The memory check after each file replaces any child that grew.
+on its own the file is reported as ``CORRUPT_FILE``. A SIGKILL is read once more in a fresh
+child before the file is blamed: it is the kernel's OOM killer when the file is at fault, but an
+operator or a container runtime sends it too, and a healthy file must not fail for that; a
+second SIGKILL on the same file is reported as ``TOO_LARGE``. The child is replaced after
+``recycle_after`` files read by native parsers, so native leaks (iscc-tika keeps a GraalVM
+isolate) cannot accumulate; plain text and Markdown are read by our own Python code and do not
+count — a child start costs ~0.8 s of CPU, which every 50 small text files made the largest
+cost of extracting them (bench/extract_overhead.py). The memory check after each file replaces
+any child that grew.
 """
 
 from __future__ import annotations
@@ -43,6 +46,10 @@ _ERRORS: dict[str, type[ProcessingError]] = {
 }
 
 
+class _KilledBySignal(Exception):
+    """The child died of SIGKILL while reading a file (the OOM killer, or someone else)."""
+
+
 class ExtractionSandbox:
     """One watched child process; ``run`` is not thread-safe (a worker runs one task at a time)."""
 
@@ -57,6 +64,20 @@ class ExtractionSandbox:
 
     def run(self, path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
         """Extract ``path`` in the child; raise ``ProcessingError`` with a code on failure."""
+        try:
+            return self._run_once(path, mime, limits)
+        except _KilledBySignal:
+            log.warning("The extractor child was killed (SIGKILL); reading the file once more.")
+        try:
+            return self._run_once(path, mime, limits)
+        except _KilledBySignal:
+            raise PermanentError(
+                "TOO_LARGE",
+                "The extractor was killed by the system twice while reading this file, most "
+                "likely for running out of memory.",
+            ) from None
+
+    def _run_once(self, path: Path, mime: str, limits: ExtractionLimits) -> ExtractionResult:
         process, conn, watched = self._child()
         try:
             conn.send((str(path), mime, limits))
@@ -189,11 +210,7 @@ class ExtractionSandbox:
             code = None
         self.close()
         if code == -signal.SIGKILL:
-            raise PermanentError(
-                "TOO_LARGE",
-                "The extractor was killed by the system while reading this file, most likely "
-                "for running out of memory.",
-            )
+            raise _KilledBySignal
         raise PermanentError(
             "CORRUPT_FILE", f"The extractor crashed while reading this file (exit code {code})."
         )
