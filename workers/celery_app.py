@@ -23,6 +23,7 @@ task id.
 from __future__ import annotations
 
 import logging
+import signal
 from contextvars import Token
 from datetime import timedelta
 from typing import Any
@@ -30,6 +31,7 @@ from typing import Any
 from celery import Celery, signals
 from kombu import Exchange, Queue
 
+from ldims.child_processes import die_with_parent
 from ldims.logs import request_id, setup_logging
 from ldims.settings import Settings, get_settings
 from workers.queues import (
@@ -122,6 +124,20 @@ def make_celery(settings: Settings) -> Celery:
 
 
 app = make_celery(get_settings())
+
+
+@signals.worker_process_init.connect
+def _die_with_the_worker(**_: Any) -> None:
+    # A pool process whose worker was killed (kill -9, the OOM killer) would idle, orphaned,
+    # for good; its unacknowledged task is redelivered to the next worker anyway.
+    die_with_parent(signal.SIGKILL)
+
+
+@signals.beat_embedded_init.connect
+def _beat_dies_with_the_worker(**_: Any) -> None:
+    # The reconciler's schedule (``--beat``) is a process of its own too; SIGTERM lets it save
+    # its schedule file first.
+    die_with_parent(signal.SIGTERM)
 
 
 @signals.setup_logging.connect

@@ -1,8 +1,9 @@
 """``ldims serve``: everything in one command (API, workers, embedded Redis, optional Flower).
 
 The API runs in this process; each worker pool is a child process started with the same
-Python, so ``Ctrl-C`` stops them all. Children get ``LDIMS_REDIS_URL`` pointing at the
-embedded Redis when no Redis was configured.
+Python, so ``Ctrl-C`` stops them all, and they stop too when this process is killed. A worker
+(or the embedded Redis) that dies is started again (:mod:`runtime.supervisor`). Children get
+``LDIMS_REDIS_URL`` pointing at the embedded Redis when no Redis was configured.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import subprocess
 import sys
 
 import uvicorn
@@ -19,6 +19,7 @@ from indexer import SCHEMA_VERSION
 from ldims.catalog import upgrade_schema
 from ldims.embedded_redis import EmbeddedRedis
 from ldims.settings import Settings, get_settings
+from runtime.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -46,17 +47,6 @@ def worker_commands(settings: Settings, extract_workers: int, flower: bool) -> l
     return commands
 
 
-def _stop(children: list[subprocess.Popen[bytes]]) -> None:
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    for child in children:
-        try:
-            child.wait(15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-
-
 def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> None:
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -73,12 +63,8 @@ def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> No
     rebuilt = rebuild_if_needed(settings)
     if rebuilt is not None:
         log.info("index rebuilt for schema v%d: %d documents", SCHEMA_VERSION, rebuilt)
-    children = [
-        subprocess.Popen(command)
-        for command in worker_commands(
-            settings, extract_workers or settings.extract_concurrency, flower
-        )
-    ]
+    commands = worker_commands(settings, extract_workers or settings.extract_concurrency, flower)
+    supervisor = Supervisor(commands, embedded).start()
     # uvicorn re-raises the SIGTERM it handled once it has shut down; with the default
     # handler that would kill this process before the children and Redis are stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -88,6 +74,6 @@ def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> No
         log.info("LDIMS API on http://%s:%d (REST /api, health /health)", host, port)
         uvicorn.run(create_app(settings, migrate=False), host=host, port=port, log_level="warning")
     finally:
-        _stop(children)
+        supervisor.stop()
         if embedded:
             embedded.stop()
