@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from api.deps import ReaderDep
-from api.errors import install_error_handlers
+from api.errors import install_error_handlers, without_validation_422
 from api.mcp import build_mcp_server, mcp_http_routes
 from api.mcp.build import http_authenticator
 from api.mcp.sse import mcp_sse_routes
@@ -43,6 +44,13 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
         docs_url=None,
         redoc_url=None,
     )
+
+    def declared_openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            app.openapi_schema = without_validation_422(FastAPI.openapi(app))
+        return app.openapi_schema
+
+    app.openapi = declared_openapi  # type: ignore[method-assign]
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi(_caller: ReaderDep) -> JSONResponse:

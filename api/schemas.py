@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ldims.catalog import Document
 from ldims.documents.reading import VectorsState, vectors_state
@@ -152,3 +154,46 @@ class LinesOut(BaseModel):
     lineCount: int
     truncated: bool
     nextUri: str | None = None
+
+
+class ErrorOut(BaseModel):
+    """The seed's error body of every 4xx and 5xx (made in one place: ``api.errors``)."""
+
+    isError: bool
+    errorCode: str
+    errorMessage: str
+    errorDetails: dict[str, Any] | None = None
+
+
+class ProcessingOut(BaseModel):
+    """202 of a read while the document is queued or processing: ask again after
+    ``Retry-After`` seconds (the document's id and status ride along)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: str
+    message: str
+
+
+ERRORS = {
+    400: "INVALID_INPUT: a parameter is wrong (errorDetails names it).",
+    401: "UNAUTHORIZED: no, an unknown, revoked or expired API key (or a bad signature).",
+    403: "FORBIDDEN: the API key lacks the scope.",
+    404: "RESOURCE_NOT_FOUND: no such document of the caller's tenant.",
+    409: "CONTENT_UNAVAILABLE_OR_FAILED: the document failed; its content never comes.",
+    413: "TOO_LARGE: the body is over the limit (errorDetails.limitBytes).",
+    422: "QUERY_UNPROCESSABLE: nothing searchable in the query.",
+    500: "SERVER_ERROR: unexpected; nothing internal is shown.",
+    503: "SERVER_ERROR: the catalog or broker is unavailable; nothing was done.",
+    504: "SEARCH_TIMEOUT: the search took longer than the server allows.",
+}
+# What every route behind an API key may answer.
+COMMON_ERRORS = (400, 401, 403, 500, 503)
+
+
+def error_responses(
+    *statuses: int, model: type[BaseModel] = ErrorOut, descriptions: Mapping[int, str] = ERRORS
+) -> dict[int | str, Any]:
+    """OpenAPI ``responses`` of these error statuses and the common ones, in ``model``'s shape."""
+    chosen = sorted({*COMMON_ERRORS, *statuses})
+    return {status: {"model": model, "description": descriptions[status]} for status in chosen}

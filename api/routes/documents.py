@@ -20,6 +20,8 @@ from api.schemas import (
     DocumentOut,
     DocumentPage,
     LinesOut,
+    ProcessingOut,
+    error_responses,
 )
 from ldims.catalog import DocumentFilter, DocumentStatus
 from ldims.documents import DocumentMeta, document_meta, parse_datetime
@@ -27,6 +29,7 @@ from ldims.errors import InvalidInput, PayloadTooLarge
 
 router = APIRouter(prefix="/api/documents", tags=["documents"])
 MULTIPART_SLACK = 1024 * 1024  # room for boundaries and metadata fields around the file
+MAX_OFFSET = 2**63 - 1  # SQL's largest integer: past it the catalog's driver raises (a 500)
 _SHARED_FIELDS: dict[str, Any] = {
     "collection": {"type": "string"},
     "documentType": {"type": "string"},
@@ -53,7 +56,14 @@ _UPLOAD_SCHEMA = _multipart_schema(
 )
 
 
-@router.post("", status_code=202, response_model=AcceptedOut, openapi_extra=_UPLOAD_SCHEMA)
+@router.post(
+    "",
+    status_code=202,
+    response_model=AcceptedOut,
+    responses={200: {"model": AcceptedOut, "description": "The same content was already there."}}
+    | error_responses(413),
+    openapi_extra=_UPLOAD_SCHEMA,
+)
 async def upload_document(
     request: Request, services: ServicesDep, caller: IngestDep
 ) -> JSONResponse:
@@ -116,7 +126,14 @@ async def _bounded(body: AsyncIterator[bytes], limit: int) -> AsyncIterator[byte
         yield chunk
 
 
-@router.post("/bulk", status_code=202, response_model=BulkAcceptedOut, openapi_extra=_BULK_SCHEMA)
+@router.post(
+    "/bulk",
+    status_code=202,
+    response_model=BulkAcceptedOut,
+    responses={200: {"model": BulkAcceptedOut, "description": "Every file was a duplicate."}}
+    | error_responses(413),
+    openapi_extra=_BULK_SCHEMA,
+)
 async def upload_documents(
     request: Request, services: ServicesDep, caller: IngestDep
 ) -> JSONResponse:
@@ -201,7 +218,7 @@ async def upload_documents(
     )
 
 
-@router.get("", response_model=DocumentPage)
+@router.get("", response_model=DocumentPage, responses=error_responses())
 def list_documents(
     services: ServicesDep,
     caller: ReaderDep,
@@ -212,7 +229,7 @@ def list_documents(
     createdFrom: str | None = None,
     createdTo: str | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> DocumentPage:
     """The caller's documents, newest first, filtered and paged."""
     filters = DocumentFilter(
@@ -232,13 +249,22 @@ def list_documents(
     )
 
 
-@router.get("/{document_id}", response_model=DocumentOut)
+@router.get("/{document_id}", response_model=DocumentOut, responses=error_responses(404))
 def get_document(document_id: str, documents: DocumentsDep, caller: ReaderDep) -> DocumentOut:
     """One document's record: state, version, error code and reason."""
     return DocumentOut.of(documents.reader.get(caller, document_id), documents.fingerprint)
 
 
-@router.get("/{document_id}/content", response_model=ContentOut)
+_STILL_PROCESSING: dict[int | str, Any] = {
+    202: {"model": ProcessingOut, "description": "Still processing: ask again later."}
+}
+
+
+@router.get(
+    "/{document_id}/content",
+    response_model=ContentOut,
+    responses=_STILL_PROCESSING | error_responses(404, 409),
+)
 def get_content(
     document_id: str,
     documents: DocumentsDep,
@@ -267,7 +293,11 @@ def get_content(
     )
 
 
-@router.get("/{document_id}/lines/{lines}", response_model=LinesOut)
+@router.get(
+    "/{document_id}/lines/{lines}",
+    response_model=LinesOut,
+    responses=_STILL_PROCESSING | error_responses(404, 409),
+)
 def get_lines(document_id: str, lines: str, documents: DocumentsDep, caller: ReaderDep) -> LinesOut:
     """Lines of the extracted text (``12`` or ``12-40``), numbered as search hits number them
     (``lineStart``/``lineEnd``); a long range ends early with ``nextUri``."""
@@ -275,7 +305,7 @@ def get_lines(document_id: str, lines: str, documents: DocumentsDep, caller: Rea
     return LinesOut(documentId=part.document.public_id, text=part.text, **part.meta)
 
 
-@router.delete("/{document_id}")
+@router.delete("/{document_id}", responses=error_responses(404))
 def delete_document(
     document_id: str, documents: DocumentsDep, caller: IngestDep
 ) -> dict[str, object]:

@@ -10,6 +10,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from api.deps import ServicesDep
+from api.schemas import ErrorOut
 from workers import self_check
 
 router = APIRouter(tags=["health"])
@@ -33,7 +34,10 @@ def _readable(ping: Callable[[], int]) -> None:
     ping()
 
 
-@router.get("/health")
+@router.get(
+    "/health",
+    responses={503: {"model": ErrorOut, "description": "SERVER_ERROR: the parts not answering."}},
+)
 def health(services: ServicesDep) -> JSONResponse:
     """200 when every part answers, 503 ``SERVER_ERROR`` naming the parts that do not."""
     checks = {

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ServicesDep
+from api.schemas import error_responses
 from ldims.caller import TENANT_PATTERN, acting_for, resolve_caller
 from ldims.errors import InvalidInput, LdimsError
 from ldims.proxy.core import MAX_TRACE_CHARS
@@ -41,7 +42,63 @@ class Envelope(BaseModel):
     trace_id: Annotated[str | None, Field(max_length=MAX_TRACE_CHARS)] = None
 
 
-@router.post("/internal/mcp/execute")
+class EnvelopeError(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] | None = None
+
+
+class EnvelopeErrorOut(BaseModel):
+    """An error in the proxy seed's envelope, with the HTTP status of the error."""
+
+    status: str
+    error: EnvelopeError
+    trace_id: str | None
+
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with its ``$defs`` put in place (an OpenAPI body schema has no ``$defs``)."""
+    defs = schema.pop("$defs", {})
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                return walk(defs[node["$ref"].rsplit("/", 1)[1]])
+            return {key: walk(value) for key, value in node.items()}
+        return [walk(item) for item in node] if isinstance(node, list) else node
+
+    return walk(schema)  # type: ignore[no-any-return]
+
+
+ENVELOPE_ERRORS = {
+    400: "INVALID_INPUT: the envelope or an argument is wrong.",
+    401: "UNAUTHORIZED: no, an unknown, revoked or expired API key.",
+    403: "ACCESS_DENIED: the key lacks the scope, or names another user or tenant.",
+    404: "RESOURCE_NOT_FOUND or UNKNOWN_TOOL.",
+    409: "The document failed (CONTENT_UNAVAILABLE_OR_FAILED) or is still processing.",
+    422: "QUERY_UNPROCESSABLE: nothing searchable in the query.",
+    429: "RATE_LIMIT_EXCEEDED: ask again after Retry-After seconds.",
+    500: "TOOL_ERROR or SERVER_ERROR: nothing internal is shown.",
+    503: "STORE_UNAVAILABLE or SERVER_ERROR: the store or catalog is unavailable.",
+    504: "SEARCH_TIMEOUT or REQUEST_TIMEOUT.",
+}
+# The body is read and checked by the route itself (its errors keep the envelope's shape);
+# the schema still says what it takes.
+_ENVELOPE_SCHEMA = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": _inlined(Envelope.model_json_schema())}},
+    }
+}
+
+
+@router.post(
+    "/internal/mcp/execute",
+    responses=error_responses(
+        404, 409, 422, 429, 504, model=EnvelopeErrorOut, descriptions=ENVELOPE_ERRORS
+    ),
+    openapi_extra=_ENVELOPE_SCHEMA,
+)
 async def execute(request: Request, services: ServicesDep) -> JSONResponse:
     """Run one proxy tool (see the module's docstring)."""
     trace_id: str | None = None

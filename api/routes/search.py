@@ -12,12 +12,13 @@ from fastapi import APIRouter
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import DocumentsDep, ReaderDep
+from api.schemas import error_responses
 from ldims.documents import SearchOutput, search_filters
 
 router = APIRouter(prefix="/api", tags=["search"])
 
 
-@router.get("/search", response_model=SearchOutput)
+@router.get("/search", response_model=SearchOutput, responses=error_responses(422, 504))
 async def search(
     documents: DocumentsDep,
     caller: ReaderDep,

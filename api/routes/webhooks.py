@@ -31,6 +31,7 @@ from pydantic import SecretStr, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from api.deps import ServicesDep
+from api.schemas import error_responses
 from ldims.caller import TENANT_HEADER
 from ldims.documents import WebhookEventIn
 from ldims.errors import Forbidden, InvalidInput, PayloadTooLarge, Unauthorized
@@ -124,7 +125,16 @@ def parse_event(body: IO[bytes]) -> WebhookEventIn:
         ) from None
 
 
-@router.post("/ingest")
+@router.post(
+    "/ingest",
+    responses={
+        202: {
+            "description": "The event queued work.",
+            "content": {"application/json": {"schema": {"type": "object"}}},
+        }
+    }
+    | error_responses(404, 413),
+)
 async def ingest_webhook(request: Request, services: ServicesDep) -> JSONResponse:
     """Apply a signed ``document.created|updated|deleted`` event (see module docs)."""
     secret, tenant = webhook_secret(services.settings, request, services.keys.required())
