@@ -23,6 +23,7 @@ from ldims.errors import (
     NotFound,
     ServiceUnavailable,
     StillProcessing,
+    disk_full,
 )
 
 log = logging.getLogger(__name__)
@@ -69,6 +70,15 @@ async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+    if disk_full(exc) is not None:
+        # Not our bug and not the caller's: the client may try again once there is room.
+        log.error("the data folder's disk is full: a request was refused")
+        return error_response(
+            ServiceUnavailable(
+                "The server's disk is full; nothing was stored. Try again later.",
+                component="storage",
+            )
+        )
     log.exception("unhandled error", exc_info=exc)
     return error_response(LdimsError())
 

@@ -30,6 +30,9 @@ JSON-RPC error whose code the toolset declares; workers catch ``ProcessingError`
 
 from __future__ import annotations
 
+import contextlib
+import errno
+from collections.abc import Iterator
 from typing import Any, ClassVar
 
 
@@ -161,6 +164,32 @@ class PermanentError(ProcessingError):
 
 class TransientError(ProcessingError):
     """Might work later (network, lock timeout): the task is retried with backoff."""
+
+
+_DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full(exc: BaseException) -> TransientError | None:
+    """The retryable error for a write that found the disk full (or over quota), else None."""
+    if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
+        return TransientError(
+            "DISK_FULL",
+            "The data folder's disk is full (or over its quota); processing resumes once there "
+            "is room again.",
+        )
+    return None
+
+
+@contextlib.contextmanager
+def disk_full_is_transient() -> Iterator[None]:
+    """A full disk is no fault of the document: it is retried, never failed for it."""
+    try:
+        yield
+    except OSError as exc:
+        transient = disk_full(exc)
+        if transient is None:
+            raise
+        raise transient from None
 
 
 class OcrDeferred(ProcessingError):

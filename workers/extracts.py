@@ -34,9 +34,15 @@ class ExtractStore:
         target = self.path(sha256, result.format)
         target.parent.mkdir(parents=True, exist_ok=True)
         handle, name = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(result.to_json())
-        os.replace(name, target)
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(result.to_json())
+            os.replace(name, target)
+        except BaseException:
+            # A half-written result (a full disk) must not stay and take the room left.
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+            raise
 
     def load(self, sha256: str, mime: str) -> ExtractionResult:
         return ExtractionResult.from_json(self.path(sha256, mime).read_text(encoding="utf-8"))

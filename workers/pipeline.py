@@ -21,7 +21,13 @@ from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document, DocumentStatus, repository, utcnow
-from ldims.errors import OcrDeferred, PermanentError, ProcessingError, TransientError
+from ldims.errors import (
+    OcrDeferred,
+    PermanentError,
+    ProcessingError,
+    TransientError,
+    disk_full,
+)
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
@@ -404,6 +410,10 @@ def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) ->
 def _transient(exc: Exception) -> ProcessingError:
     if isinstance(exc, ProcessingError):
         return exc
+    full = disk_full(exc)
+    if full is not None:
+        log.warning("index commit: the disk is full; retried later")
+        return full
     log.error("index commit failed: %s", type(exc).__name__, exc_info=True)
     return TransientError("INDEX_ERROR", f"Writing the index failed ({type(exc).__name__}).")
 
@@ -412,6 +422,7 @@ def _settle(
     rt: Runtime, job: IndexJob, exc: Exception, later: dict[IndexJob, ProcessingError]
 ) -> None:
     """One document's own error: later when transient, else its failure recorded now."""
+    exc = disk_full(exc) or exc
     if isinstance(exc, TransientError):
         later[job] = exc
         return

@@ -24,7 +24,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.catalog import repository, utcnow
-from ldims.errors import OcrDeferred, ProcessingError, TransientError
+from ldims.errors import OcrDeferred, ProcessingError, TransientError, disk_full_is_transient
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, embed, pipeline, reconcile
@@ -210,14 +210,15 @@ def _extract_or_defer(rt: pipeline.Runtime, job: pipeline.IndexJob, item: batchi
     """Extract one version; True when it is ready to be indexed. A file that needs OCR is sent
     to the OCR workers instead (``LDIMS_OCR_QUEUE``): a scan never holds up this batch."""
     try:
-        return pipeline.run_extract(
-            rt,
-            job.document_id,
-            job.sha256,
-            item.retries == 0,
-            item.redelivered,
-            defer_ocr=_settings.ocr_queue_enabled,
-        )
+        with disk_full_is_transient():
+            return pipeline.run_extract(
+                rt,
+                job.document_id,
+                job.sha256,
+                item.retries == 0,
+                item.redelivered,
+                defer_ocr=_settings.ocr_queue_enabled,
+            )
     except OcrDeferred:
         _send(ocr, job.document_id, job.sha256)
         return False
@@ -229,7 +230,11 @@ def ocr(self: Task, document_id: str, sha256: str) -> None:
     on; then send it to the index. One file a task, on workers of its own (queue ``ocr``)."""
     rt = pipeline.runtime()
     redelivered = batching.redelivered(self.request.delivery_info)
-    if pipeline.run_extract(rt, document_id, sha256, self.request.retries == 0, redelivered):
+    with disk_full_is_transient():
+        ready = pipeline.run_extract(
+            rt, document_id, sha256, self.request.retries == 0, redelivered
+        )
+    if ready:
         _send(index, document_id, sha256)
 
 
