@@ -1,8 +1,17 @@
-"""The load harness's short form (``bench/load.py --short``): 4 official SDK clients over
-Streamable HTTP on every read tool and resource of every toolset (sql on a fresh PostgreSQL
-database) for 20 s, while documents are uploaded, replaced and deleted and a folder collection
-changes; it fails on any error under load, any lost or stuck document, and any disagreement
-between catalog, index, vectors and the folder collection."""
+"""The short forms of the load and fault harnesses.
+
+``bench/load.py --short``: 4 official SDK clients over Streamable HTTP on every read tool and
+resource of every toolset (sql on a fresh PostgreSQL database) for 20 s, while documents are
+uploaded, replaced and deleted and a folder collection changes; it fails on any error under
+load, any lost or stuck document, and any disagreement between catalog, index, vectors and the
+folder collection.
+
+``bench/faults.py --short``: during a small batch each, the extractor and the index writer
+killed, the embedded Redis killed, ``ldims serve`` killed and started again; then with its own
+Redis, PostgreSQL, Tika server and a small tmpfs: Redis restarted empty, Tika unreachable,
+PostgreSQL crashed, the disk full. It fails on any lost or stuck document, a failure without a
+code, or an upload refused other than with a 503 and a code.
+"""
 
 from __future__ import annotations
 
@@ -41,3 +50,26 @@ def test_the_short_load_run_passes_every_verdict(tmp_path: Path) -> None:
     ):
         row = next(line for line in report.splitlines() if line.startswith(f"| {operation} |"))
         assert int(row.split("|")[2]) > 0, row
+
+
+def test_the_short_fault_run_recovers_from_every_fault(tmp_path: Path) -> None:
+    output = tmp_path / "faults.md"
+    env = {key: value for key, value in os.environ.items() if not key.startswith("LDIMS_")}
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "faults.py"), "--short", "--output", str(output)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=420,
+    )
+    report = output.read_text() if output.exists() else ""
+    assert done.returncode == 0, (report or done.stdout[-3000:]) + done.stderr[-3000:]
+    rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| ")][1:]
+    faults = {row[0].lstrip("| ") for row in rows}
+    assert len(faults) == 8 and {"data folder's disk full", "Tika server unreachable"} <= faults
+    for row in rows:
+        documents, completed, verdict = int(row[4]), int(row[5]), row[-1].rstrip(" |")
+        # Every batch's documents were all accepted (11) and all completed: none is a fault's.
+        assert (documents, completed, verdict) == (11, 11, "PASS"), row
+    assert "**PASS**" in report
