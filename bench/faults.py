@@ -162,11 +162,13 @@ def busy(run: Run, role: str, wait: float = 60.0) -> list[int]:
 
 
 def kill(role: str, when: str | None = None) -> Callable[[Run], Injected]:
-    """SIGKILL every process of ``role`` once it (or the role ``when``) works on the batch."""
+    """SIGKILL every process of ``role`` once it works on the batch (with ``when``: once half
+    the batch was uploaded)."""
 
     def inject(run: Run) -> Injected:
-        if when is not None:
-            busy(run, when)
+        if when is not None:  # as soon as half the batch is in: the other half meets the fault
+            assert run.uploader is not None
+            run.uploader.halfway.wait(60)
         pids = [pid for pid, (r, _rss, _cpu) in run.tree.sample().items() if r == role]
         pids = pids if when is not None else busy(run, role)
         for pid in pids:
@@ -239,7 +241,7 @@ FAULTS = (
     Fault(
         "kill -9 embedded redis-server",
         "embedded",
-        kill("redis", "extract pool child"),
+        kill("redis", "halfway"),
         "by itself",
         True,
     ),
