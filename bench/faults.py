@@ -37,7 +37,8 @@ How to run (from the project root; root, for the tmpfs)::
     .venv/bin/python bench/faults.py            # the long form (~30 minutes)
     .venv/bin/python bench/faults.py --short    # the short form of `make test` (~3 minutes)
 
-The report is printed and written to ``bench/results/faults.md`` (``--output`` elsewhere).
+The report is printed and written to ``bench/results/faults.md`` (``--output`` elsewhere); the
+long form also writes its section of ``docs/reliability.md``.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ from pathlib import Path
 import httpx
 from ingest import launch_serve, stop_server, wait_healthy, warm_up
 from own_services import OwnPostgres, OwnRedis, OwnTika, SmallDisk
-from report import machine_line, markdown_table, publish
+from report import machine_line, markdown_table, publish, publish_section
 from servers import ProcessTree, Server
 
 from ldims.caller import TENANT_HEADER
@@ -68,6 +69,7 @@ from ldims.catalog import Catalog, Document
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT.parent / "shared" / "corpus" / "docs"
 RESULTS = Path(__file__).resolve().parent / "results" / "faults.md"
+RELIABILITY = ROOT / "docs" / "reliability.md"
 REASONS: set[str] = set()  # every failure's code and reason, for the report
 CORPUS_FILES = (
     "docling__word_sample.docx",
@@ -521,6 +523,8 @@ def main() -> None:
                 print(f"  {outcomes[-1].seconds}", flush=True)
     text, passed = report(outcomes, args, command)
     publish(text, args.output)
+    if not args.short and not args.only:
+        publish_section(RELIABILITY, "faults", "## Faults\n\n" + text.split("\n", 1)[1])
     sys.exit(0 if passed else 1)
 
 

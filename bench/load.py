@@ -74,7 +74,7 @@ from ingest import launch_serve, ldims_executable, stop_server, wait_healthy
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_load import error_code, wait_ready
-from report import machine_line, markdown_table, ms, percentile, publish
+from report import machine_line, markdown_table, ms, percentile, publish, publish_section
 from servers import ProcessTree, Server, server_env
 
 from indexer import DocumentIndex
@@ -588,7 +588,7 @@ def main() -> None:
         drop_sql_database(database)
     publish(text, args.output)
     if not args.short:
-        publish(reliability_page(text), RELIABILITY)
+        publish_section(RELIABILITY, "load", "## Under load\n\n" + text.split("\n", 1)[1])
     sys.exit(0 if passed else 1)
 
 
@@ -706,14 +706,6 @@ def report(
     command = " ".join(["bench/load.py", *sys.argv[1:]])
     lines += ["", f"Command: `.venv/bin/python {command}`"]
     return "\n".join(lines) + "\n", all(ok for _, ok, _ in verdicts)
-
-
-def reliability_page(text: str) -> str:
-    return (
-        "# Reliability\n\nWritten by `bench/load.py` (long form); the short form runs in `make "
-        "test` (`tests/test_reliability.py`). The last long run:\n\n"
-        + text.split("\n", 1)[1].lstrip("\n")
-    )
 
 
 if __name__ == "__main__":

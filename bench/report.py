@@ -124,3 +124,19 @@ def publish(text: str, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text, encoding="utf-8")
     print(f"written to {path}")
+
+
+def publish_section(page: Path, name: str, text: str) -> None:
+    """Write the report ``text`` (its ``# `` title line dropped) as the section ``name`` of
+    ``page``, a page several harnesses write (docs/reliability.md); the others' stay."""
+    start, end = f"<!-- section {name}: written by bench/{name}.py -->", f"<!-- end {name} -->"
+    body = text.split("\n", 1)[1].strip() if text.startswith("# ") else text.strip()
+    block = f"{start}\n{body}\n{end}"
+    current = page.read_text(encoding="utf-8") if page.exists() else ""
+    if start in current and end in current:
+        before, rest = current.split(start, 1)
+        updated = before + block + rest.split(end, 1)[1]
+    else:
+        updated = current.rstrip("\n") + "\n\n" + block + "\n"
+    page.write_text(updated, encoding="utf-8")
+    print(f"section {name} written to {page}")
