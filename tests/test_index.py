@@ -223,6 +223,42 @@ def test_two_writer_processes_at_once_lose_nothing(tmp_path: Path) -> None:
     assert index.search(SearchRequest(tenant="acme", query="shared words", limit=100)).total == 50
 
 
+KILLED_WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from pathlib import Path
+    from indexer import DocumentIndex
+    from tests.test_index import document
+    index = DocumentIndex(Path(sys.argv[1]))
+    index.replace_document(document("kept", "committed before the kill"))
+    with index.batch() as batch:
+        for n in range(50):
+            batch.replace(document(f"lost{n}", "never committed words " * 200))
+        print("holding the lock", flush=True)
+        time.sleep(600)
+    """
+)
+
+
+def test_a_writer_killed_mid_batch_leaves_no_stale_lock(tmp_path: Path) -> None:
+    # kill -9 of the index worker mid-commit: the next writer must neither wait for a lock
+    # nobody holds nor see what the dead one had not committed.
+    root = tmp_path / "index"
+    writer = subprocess.Popen(
+        [sys.executable, "-c", KILLED_WRITER, str(root)], cwd=ROOT, stdout=subprocess.PIPE
+    )
+    assert writer.stdout is not None and writer.stdout.readline() == b"holding the lock\n"
+    writer.kill()
+    writer.wait(10)
+    writer.stdout.close()
+    index = DocumentIndex(root, lock_timeout=5)
+    started = time.monotonic()
+    index.replace_document(document("after", "written after the kill"))
+    assert time.monotonic() - started < 2.0
+    assert index.document_ids() == {"kept", "after"}
+    assert ids(index, "committed") == ["kept"] and ids(index, "never") == []
+
+
 def test_a_reader_sees_a_commit_of_another_process_within_a_second(tmp_path: Path) -> None:
     root = tmp_path / "index"
     reader = DocumentIndex(root)
