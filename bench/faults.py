@@ -191,22 +191,20 @@ def kill_api(run: Run) -> Injected:
     return Injected(f"`ldims serve` again: answering after {seconds:.1f} s", killed_at)
 
 
-def redis_outage(run: Run) -> Injected:
-    assert run.redis is not None
-    busy(run, "extract pool child")
-    run.redis.stop()
-    time.sleep(run.args.outage)
-    run.redis.start()
-    return Injected(f"down {run.args.outage:g} s, back empty")
+def outage(service: str, what: str) -> Callable[[Run], Injected]:
+    """Stop the stage's ``service`` (``redis`` or ``tika``) once extraction is under way; start
+    it again after ``--outage`` seconds (Redis without persistence comes back empty)."""
 
+    def inject(run: Run) -> Injected:
+        own: OwnRedis | OwnTika | None = getattr(run, service)
+        assert own is not None
+        busy(run, "extract pool child")
+        own.stop()
+        time.sleep(run.args.outage)
+        own.start()
+        return Injected(f"{what} {run.args.outage:g} s")
 
-def tika_outage(run: Run) -> Injected:
-    assert run.tika is not None
-    busy(run, "extract pool child")
-    run.tika.stop()
-    time.sleep(run.args.outage)
-    run.tika.start()
-    return Injected(f"unreachable {run.args.outage:g} s")
+    return inject
 
 
 def postgres_restart(run: Run) -> Injected:
@@ -248,8 +246,14 @@ FAULTS = (
         True,
     ),
     Fault("kill -9 API (`ldims serve`)", "embedded", kill_api, "`ldims serve`", True),
-    Fault("external Redis killed, restarted empty", "external", redis_outage, "Redis back", True),
-    Fault("Tika server unreachable", "external", tika_outage, "Tika back", True),
+    Fault(
+        "external Redis killed, restarted empty",
+        "external",
+        outage("redis", "down, back empty after"),
+        "Redis back",
+        True,
+    ),
+    Fault("Tika server unreachable", "external", outage("tika", "unreachable"), "Tika back", True),
     Fault("PostgreSQL crashed and restarted", "external", postgres_restart, "by itself", True),
     Fault("data folder's disk full", "external", disk_full, "`rm` a file", True),
 )

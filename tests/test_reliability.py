@@ -23,19 +23,25 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_the_short_load_run_passes_every_verdict(tmp_path: Path) -> None:
-    output = tmp_path / "load.md"
+def short_run(harness: str, output: Path, timeout: float) -> str:
+    """Run ``bench/<harness>.py --short`` (none of this environment's LDIMS settings); its
+    report, once it exited 0."""
     env = {key: value for key, value in os.environ.items() if not key.startswith("LDIMS_")}
     done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "load.py"), "--short", "--output", str(output)],
+        [sys.executable, str(ROOT / "bench" / harness), "--short", "--output", str(output)],
         cwd=ROOT,
         env=env,
         capture_output=True,
         text=True,
-        timeout=280,
+        timeout=timeout,
     )
     report = output.read_text() if output.exists() else ""
     assert done.returncode == 0, (report or done.stdout[-3000:]) + done.stderr[-3000:]
+    return report
+
+
+def test_the_short_load_run_passes_every_verdict(tmp_path: Path) -> None:
+    report = short_run("load.py", tmp_path / "load.md", 280)
     verdicts = [line for line in report.splitlines() if line.startswith("**")]
     assert len(verdicts) == 3 and all(line.startswith("**PASS**") for line in verdicts), report
     # Every toolset was driven, and every operation had successful calls.
@@ -53,18 +59,7 @@ def test_the_short_load_run_passes_every_verdict(tmp_path: Path) -> None:
 
 
 def test_the_short_fault_run_recovers_from_every_fault(tmp_path: Path) -> None:
-    output = tmp_path / "faults.md"
-    env = {key: value for key, value in os.environ.items() if not key.startswith("LDIMS_")}
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "faults.py"), "--short", "--output", str(output)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=420,
-    )
-    report = output.read_text() if output.exists() else ""
-    assert done.returncode == 0, (report or done.stdout[-3000:]) + done.stderr[-3000:]
+    report = short_run("faults.py", tmp_path / "faults.md", 420)
     rows = [line.split(" | ") for line in report.splitlines() if line.startswith("| ")][1:]
     faults = {row[0].lstrip("| ") for row in rows}
     assert len(faults) == 8 and {"data folder's disk full", "Tika server unreachable"} <= faults
