@@ -17,8 +17,9 @@ reconciler every 5 s, a document taken as stuck after 20 s):
   PostgreSQL crashed and restarted (``pg_ctl restart -m immediate``), the data folder's disk
   full for a while.
 
-For each fault a batch of documents is uploaded — generated Markdown, a DOCX, a PDF, a scanned
-PDF, a DOC and a PPTX of the corpus (Tika reads those two), each made unique — by a client
+For each fault a batch of documents is uploaded — generated Markdown and files of the dev
+corpus of every format (``CORPUS_FILES``: Tika's, a scan, and encrypted, truncated and malformed
+files that must fail with their code), each made unique — by a client
 that, like a real one, retries an upload refused for a transient reason (a transport error or
 a 503) for up to two minutes. The fault comes while the batch is being processed. Then nothing
 is done by hand except the fault's remedy: none for a kill (the supervisor of ``ldims serve``
@@ -71,13 +72,28 @@ DOCS = ROOT.parent / "shared" / "corpus" / "docs"
 RESULTS = Path(__file__).resolve().parent / "results" / "faults.md"
 RELIABILITY = ROOT / "docs" / "reliability.md"
 REASONS: set[str] = set()  # every failure's code and reason, for the report
+# What each batch holds of the dev corpus: every format and the ways a file fails (encrypted,
+# truncated, malformed), without the few giants (a 400-page PDF, War and Peace: ``--corpus
+# all`` takes them too) that would make a batch minutes long. The short form takes the first 5.
 CORPUS_FILES = (
     "docling__word_sample.docx",
     "pypdf__multilang.pdf",
-    "docling__ocr_test.pdf",
-    "unstructured__fake.doc",
-    "docling__powerpoint_sample.pptx",
+    "docling__ocr_test.pdf",  # a scan: the OCR workers
+    "unstructured__fake.doc",  # Tika
+    "docling__powerpoint_sample.pptx",  # Tika
+    "docling__xlsx_01.xlsx",
+    "tika__testRTFVarious.rtf",
+    "unstructured__winter-sports.epub",
+    "docling__wiki_duck.html",
+    "tika__russian.cp866.txt",
+    "poppler-test__russian.pdf",
+    "docling__wiki.md",
+    "pdfplumber__password-example.pdf",  # encrypted
+    "pdfjs__helloworld-bad.pdf",  # malformed
+    "tika__testWORD_truncated.docx",  # truncated
+    "unstructured__password_protected.xlsx",  # encrypted
 )
+SHORT_CORPUS = 5
 
 
 @dataclass
@@ -262,15 +278,16 @@ FAULTS = (
 # --- one batch, one fault -----------------------------------------------------------------------
 
 
-def batch(number: int, texts: int) -> list[tuple[str, bytes]]:
-    """Documents of one batch, unique to it."""
+def batch(number: int, texts: int, corpus: list[str]) -> list[tuple[str, bytes]]:
+    """Documents of one batch, unique to it (an empty file stays empty)."""
     files = []
     for n in range(texts):
         lines = "\n".join(f"Line {k} of report {number}-{n} on the archive." for k in range(400))
         files.append((f"b{number}-t{n}.md", f"# Report {number}-{n}\n\n{lines}\n".encode()))
     marker = f"\n%batch {number}\n".encode()  # PDFs, OLE and ZIP files tolerate trailing bytes
-    for name in CORPUS_FILES:
-        files.append((f"b{number}-{name}", (DOCS / name).read_bytes() + marker))
+    for name in corpus:
+        data = (DOCS / name).read_bytes()
+        files.append((f"b{number}-{name}", data + marker if data else data))
     return files
 
 
@@ -340,7 +357,7 @@ def settled(run: Run, tenant: str, ids: set[str]) -> tuple[bool, Counter[str], C
 
 def run_fault(run: Run, number: int, fault: Fault) -> Outcome:
     tenant = f"faults-{number}"  # the batch's documents are all its tenant holds
-    uploader = run.uploader = Uploader(run, batch(number, run.args.texts), tenant)
+    uploader = run.uploader = Uploader(run, batch(number, run.args.texts, run.args.corpus), tenant)
     uploader.start()  # the fault comes while documents still arrive
     injected = fault.inject(run)
     uploader.join()
@@ -362,9 +379,13 @@ def run_fault(run: Run, number: int, fault: Fault) -> Outcome:
 # --- the two stages ---------------------------------------------------------------------------
 
 
+def embeddings(args: argparse.Namespace) -> str:
+    # The short form leaves vectors out (the load harness's short form checks them).
+    return "no embeddings" if args.short else "`use` embeddings"
+
+
 def settings(args: argparse.Namespace) -> dict[str, str]:
     return {
-        # The short form leaves vectors out (the load harness's short form checks them).
         "LDIMS_EMBEDDING_MODEL": "none" if args.short else "use",
         "LDIMS_STUCK_AFTER_SECONDS": str(args.stuck_after),
         "LDIMS_RECONCILE_INTERVAL_SECONDS": "5",
@@ -466,9 +487,10 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, command: str) -> t
             machine_line(),
             "",
             f"Each fault on a batch of {args.texts} generated Markdown documents and "
-            f"{len(CORPUS_FILES)} corpus files (DOCX, PDF, scanned PDF, DOC, PPTX), uploaded by "
-            "a client that retries transient refusals; `use` embeddings, reconciler every 5 s, "
-            f"stuck after {args.stuck_after} s. *embedded*: embedded Redis, SQLite, in-process "
+            f"{len(args.corpus)} files of the dev corpus ({', '.join(args.corpus)}), each made "
+            "unique, uploaded by a client that retries transient refusals; "
+            f"{embeddings(args)}, reconciler every 5 s, stuck after {args.stuck_after} s. "
+            "*embedded*: embedded Redis, SQLite, in-process "
             "Tika. *external*: Redis without persistence, PostgreSQL, Tika server, the data "
             f"folder on a {args.disk_mib} MiB tmpfs. Recovered = from the remedy (or the kill) "
             "until every document of the batch is final and embedded.",
@@ -506,9 +528,18 @@ def main() -> None:
     parser.add_argument("--texts", type=int, default=None, help="generated documents a batch")
     parser.add_argument("--timeout", type=float, default=300.0, help="per fault, seconds")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--corpus-all", action="store_true", help="the whole dev corpus in every batch"
+    )
     parser.add_argument("--only", default="", help="only the faults whose name holds this")
     args = parser.parse_args()
     args.texts = args.texts if args.texts is not None else (6 if args.short else 120)
+    if args.corpus_all:
+        args.corpus = sorted(p.name for p in DOCS.iterdir() if "__" in p.name)
+    else:
+        args.corpus = list(CORPUS_FILES[:SHORT_CORPUS] if args.short else CORPUS_FILES)
+    # Killed by a signal, the harness still stops its servers and services (``finally``).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.outage = 6.0 if args.short else 20.0
     args.stuck_after = 10 if args.short else 20
     args.disk_mib = 512

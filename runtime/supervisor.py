@@ -84,9 +84,9 @@ class Supervisor:
                 log.exception("supervisor: a check failed")
 
     def _check_redis(self) -> None:
-        if self._redis is None or self._redis.answers():
+        if self._redis is None or self._redis.running():
             return
-        log.warning("supervisor: the embedded Redis stopped answering; starting it again")
+        log.warning("supervisor: the embedded Redis exited; starting it again")
         self._redis.start()
         self.restarts += 1
 

@@ -230,16 +230,16 @@ def test_killing_serve_stops_its_workers_and_the_next_serve_takes_redis_over(
         return process
 
     first = start()
-
-    def family() -> list[psutil.Process] | None:
-        """The extract, index and OCR workers and their pool processes, once all are up."""
-        mains = [p for role, p in _children(first.pid).items() if role != "redis"]
-        found = mains + [child for main in mains for child in main.children(recursive=True)]
-        return found if len(found) >= 6 else None
-
-    workers = wait_until(family, 60, 0.2)
-    redis_server = _children(first.pid)["redis"]
     try:
+
+        def family() -> list[psutil.Process] | None:
+            """The extract, index and OCR workers and their pool processes, once all are up."""
+            mains = [p for role, p in _children(first.pid).items() if role != "redis"]
+            found = mains + [child for main in mains for child in main.children(recursive=True)]
+            return found if len(found) >= 6 else None
+
+        workers = wait_until(family, 60, 0.2)
+        redis_server = _children(first.pid)["redis"]
         first.kill()  # kill -9 of the API process: nobody can stop its workers for it
         first.wait(10)
         psutil.wait_procs(workers, timeout=60)
