@@ -35,6 +35,8 @@ import errno
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
+from sqlalchemy.exc import OperationalError as DatabaseOperationalError
+
 
 class LdimsError(Exception):
     """Base of every error with a stable, machine-readable code."""
@@ -180,13 +182,30 @@ def disk_full(exc: BaseException) -> TransientError | None:
     return None
 
 
+def catalog_unreachable(exc: BaseException) -> TransientError | None:
+    """The retryable error for a catalog database that could not be reached (restarting,
+    recovering, a dropped connection), else None."""
+    if isinstance(exc, DatabaseOperationalError):
+        return TransientError(
+            "CATALOG_UNAVAILABLE", "The catalog database could not be reached; retrying."
+        )
+    return None
+
+
+def passing_trouble(exc: BaseException) -> TransientError | None:
+    """The retryable error for a trouble of the server, not of the document: a full disk, the
+    catalog database away. None for anything else."""
+    return disk_full(exc) or catalog_unreachable(exc)
+
+
 @contextlib.contextmanager
-def disk_full_is_transient() -> Iterator[None]:
-    """A full disk is no fault of the document: it is retried, never failed for it."""
+def passing_trouble_is_transient() -> Iterator[None]:
+    """A full disk or an unreachable catalog is no fault of the document: it is retried,
+    never failed for it."""
     try:
         yield
-    except OSError as exc:
-        transient = disk_full(exc)
+    except Exception as exc:
+        transient = passing_trouble(exc)
         if transient is None:
             raise
         raise transient from None

@@ -26,7 +26,7 @@ from ldims.errors import (
     PermanentError,
     ProcessingError,
     TransientError,
-    disk_full,
+    passing_trouble,
 )
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
@@ -410,10 +410,10 @@ def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) ->
 def _transient(exc: Exception) -> ProcessingError:
     if isinstance(exc, ProcessingError):
         return exc
-    full = disk_full(exc)
-    if full is not None:
-        log.warning("index commit: the disk is full; retried later")
-        return full
+    trouble = passing_trouble(exc)
+    if trouble is not None:
+        log.warning("index commit: %s; retried later", trouble.code)
+        return trouble
     log.error("index commit failed: %s", type(exc).__name__, exc_info=True)
     return TransientError("INDEX_ERROR", f"Writing the index failed ({type(exc).__name__}).")
 
@@ -422,7 +422,7 @@ def _settle(
     rt: Runtime, job: IndexJob, exc: Exception, later: dict[IndexJob, ProcessingError]
 ) -> None:
     """One document's own error: later when transient, else its failure recorded now."""
-    exc = disk_full(exc) or exc
+    exc = passing_trouble(exc) or exc
     if isinstance(exc, TransientError):
         later[job] = exc
         return

@@ -24,7 +24,7 @@ from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.catalog import repository, utcnow
-from ldims.errors import OcrDeferred, ProcessingError, TransientError, disk_full_is_transient
+from ldims.errors import OcrDeferred, ProcessingError, TransientError, passing_trouble_is_transient
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, embed, pipeline, reconcile
@@ -91,7 +91,8 @@ def _send(task: Task, *args: Any) -> None:
 
 @app.task(bind=True, base=PipelineTask, name="ldims.fetch", **_RETRY)
 def fetch(self: Task, document_id: str, url: str) -> None:
-    sha256 = pipeline.run_fetch(pipeline.runtime(), document_id, url)
+    with passing_trouble_is_transient():
+        sha256 = pipeline.run_fetch(pipeline.runtime(), document_id, url)
     if sha256:
         _send(extract, document_id, sha256)
 
@@ -210,7 +211,7 @@ def _extract_or_defer(rt: pipeline.Runtime, job: pipeline.IndexJob, item: batchi
     """Extract one version; True when it is ready to be indexed. A file that needs OCR is sent
     to the OCR workers instead (``LDIMS_OCR_QUEUE``): a scan never holds up this batch."""
     try:
-        with disk_full_is_transient():
+        with passing_trouble_is_transient():
             return pipeline.run_extract(
                 rt,
                 job.document_id,
@@ -230,7 +231,7 @@ def ocr(self: Task, document_id: str, sha256: str) -> None:
     on; then send it to the index. One file a task, on workers of its own (queue ``ocr``)."""
     rt = pipeline.runtime()
     redelivered = batching.redelivered(self.request.delivery_info)
-    with disk_full_is_transient():
+    with passing_trouble_is_transient():
         ready = pipeline.run_extract(
             rt, document_id, sha256, self.request.retries == 0, redelivered
         )
@@ -410,7 +411,8 @@ def _later(
 def index_one(self: Task, document_id: str, sha256: str) -> None:
     """Index one version in a commit of its own (a retry, or a document out of a failed batch)."""
     job = pipeline.IndexJob(document_id, sha256)
-    later = pipeline.run_index_batch(pipeline.runtime(), [job])
+    with passing_trouble_is_transient():
+        later = pipeline.run_index_batch(pipeline.runtime(), [job])
     if job in later:
         raise later[job]
 
