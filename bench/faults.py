@@ -35,7 +35,7 @@ other than 503 or without a code.
 
 How to run (from the project root; root, for the tmpfs)::
 
-    .venv/bin/python bench/faults.py            # the long form (~30 minutes)
+    .venv/bin/python bench/faults.py            # the long form (~50 minutes)
     .venv/bin/python bench/faults.py --short    # the short form of `make test` (~3 minutes)
 
 The report is printed and written to ``bench/results/faults.md`` (``--output`` elsewhere); the
