@@ -402,9 +402,8 @@ def keep_log(run: Run) -> None:
 
 
 @contextlib.contextmanager
-def embedded_stage(args: argparse.Namespace) -> Iterator[Run]:
-    data_dir = Path(tempfile.mkdtemp(prefix="ldims-faults-"))
-    run = Run("embedded", data_dir, settings(args), args)
+def serving(run: Run) -> Iterator[Run]:
+    """The stage's ``ldims serve``, up and warm; stopped (its log kept) at the end."""
     try:
         run.start_server()
         assert run.server is not None
@@ -414,6 +413,15 @@ def embedded_stage(args: argparse.Namespace) -> Iterator[Run]:
         if run.server is not None:
             stop_server(run.server)
             keep_log(run)
+
+
+@contextlib.contextmanager
+def embedded_stage(args: argparse.Namespace) -> Iterator[Run]:
+    data_dir = Path(tempfile.mkdtemp(prefix="ldims-faults-"))
+    try:
+        with serving(Run("embedded", data_dir, settings(args), args)) as run:
+            yield run
+    finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
@@ -432,14 +440,9 @@ def external_stage(args: argparse.Namespace) -> Iterator[Run]:
             LDIMS_TIKA_URL=run.tika.url,
         )
         run.data_dir.mkdir(parents=True)
-        run.start_server()
-        assert run.server is not None
-        warm_up(run.server, 180)
-        yield run
+        with serving(run):
+            yield run
     finally:
-        if run.server is not None:
-            stop_server(run.server)
-            keep_log(run)
         for service in (run.tika, run.postgres, run.redis):
             if service is not None:
                 service.stop()

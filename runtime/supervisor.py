@@ -44,7 +44,6 @@ class Supervisor:
         self._stopping = threading.Event()
         self._children = [_Child(command, self._start(command)) for command in commands]
         self._thread = threading.Thread(target=self._watch, name="supervisor", daemon=True)
-        self.restarts = 0
 
     def start(self) -> Supervisor:
         self._thread.start()
@@ -65,11 +64,6 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 process.kill()
 
-    @property
-    def pids(self) -> list[int]:
-        with self._lock:
-            return [child.process.pid for child in self._children]
-
     @staticmethod
     def _start(command: list[str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(command, preexec_fn=exit_with_parent())  # noqa: PLW1509
@@ -88,7 +82,6 @@ class Supervisor:
             return
         log.warning("supervisor: the embedded Redis exited; starting it again")
         self._redis.start()
-        self.restarts += 1
 
     def _check(self, child: _Child) -> None:
         code = child.process.poll()
@@ -109,7 +102,6 @@ class Supervisor:
             return
         with self._lock:
             child.process, child.started, child.due = self._start(child.command), now, None
-        self.restarts += 1
 
 
 def _name(command: list[str]) -> str:
