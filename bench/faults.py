@@ -102,6 +102,7 @@ class Run:
 
     stage: str
     data_dir: Path
+    log_path: Path  # the server's; never on the data folder's disk, which a fault fills
     env: dict[str, str]
     args: argparse.Namespace
     server: Server | None = None
@@ -119,7 +120,7 @@ class Run:
     def start_server(self) -> float:
         """``ldims serve`` on the stage's data folder; seconds until it answers and works."""
         started = time.monotonic()
-        self.server = launch_serve(self.data_dir, self.env)
+        self.server = launch_serve(self.data_dir, self.env, log_path=self.log_path)
         wait_healthy(self.server, 180)
         return time.monotonic() - started
 
@@ -417,19 +418,22 @@ def serving(run: Run) -> Iterator[Run]:
 
 @contextlib.contextmanager
 def embedded_stage(args: argparse.Namespace) -> Iterator[Run]:
-    data_dir = Path(tempfile.mkdtemp(prefix="ldims-faults-"))
+    scratch = Path(tempfile.mkdtemp(prefix="ldims-faults-"))
+    data_dir = scratch / "data"
+    data_dir.mkdir()
     try:
-        with serving(Run("embedded", data_dir, settings(args), args)) as run:
+        with serving(Run("embedded", data_dir, scratch / "serve.log", settings(args), args)) as run:
             yield run
     finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def external_stage(args: argparse.Namespace) -> Iterator[Run]:
     scratch = Path(tempfile.mkdtemp(prefix="ldims-faults-ext-"))
     disk = SmallDisk(scratch / "disk", args.disk_mib).mount()
-    run = Run("external", scratch / "disk" / "data", settings(args), args, disk=disk)
+    data_dir, log_path = scratch / "disk" / "data", scratch / "serve.log"
+    run = Run("external", data_dir, log_path, settings(args), args, disk=disk)
     try:
         run.redis = OwnRedis(scratch / "redis").start()
         run.postgres = OwnPostgres().start()

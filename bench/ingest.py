@@ -251,11 +251,13 @@ def ldims_executable() -> Path:
     return path
 
 
-def launch_serve(data_dir: Path, env: dict[str, str], *options: str) -> Server:
+def launch_serve(
+    data_dir: Path, env: dict[str, str], *options: str, log_path: Path | None = None
+) -> Server:
     """``ldims serve`` on a free port and ``data_dir``, with the LDIMS settings ``env``."""
     port = free_port()
     command = [str(ldims_executable()), "serve", "--port", str(port), *options]
-    return launch(command, data_dir, f"http://127.0.0.1:{port}", env)
+    return launch(command, data_dir, f"http://127.0.0.1:{port}", env, log_path)
 
 
 def start_server(data_dir: Path, extract_workers: int, embedding_model: str) -> Server:

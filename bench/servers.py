@@ -40,12 +40,16 @@ class Server:
 
 
 def launch(
-    command: list[str], data_dir: Path, url: str, env: dict[str, str] | None = None
+    command: list[str],
+    data_dir: Path,
+    url: str,
+    env: dict[str, str] | None = None,
+    log_path: Path | None = None,
 ) -> Server:
-    """Start ``command`` on ``data_dir``, its output in ``data_dir/serve.log`` (``env``: more
-    variables, e.g. LDIMS settings of the run)."""
-    log_path = data_dir / "serve.log"
-    with open(log_path, "wb") as log_file:
+    """Start ``command`` on ``data_dir``, its output appended to ``log_path`` (by default
+    ``data_dir/serve.log``; ``env``: more variables, e.g. LDIMS settings of the run)."""
+    log_path = log_path or data_dir / "serve.log"
+    with open(log_path, "ab") as log_file:
         process = subprocess.Popen(
             command,
             env=server_env(data_dir) | (env or {}),

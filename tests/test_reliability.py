@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -66,5 +67,18 @@ def test_the_short_fault_run_recovers_from_every_fault(tmp_path: Path) -> None:
     for row in rows:
         documents, completed, verdict = int(row[4]), int(row[5]), row[-1].rstrip(" |")
         # Every batch's documents were all accepted (11) and all completed: none is a fault's.
-        assert (documents, completed, verdict) == (11, 11, "PASS"), row
+        assert (documents, completed, verdict) == (11, 11, "PASS"), (row, _reasons(report))
     assert "**PASS**" in report
+
+
+def _reasons(report: str) -> str:
+    """The report's failure reasons and the warnings of the servers' logs, for a failure."""
+    reasons = [line for line in report.splitlines() if "reason" in line.lower()]
+    for stage in ("embedded", "external"):
+        log = Path(tempfile.gettempdir()) / f"ldims-faults-{stage}.log"
+        if log.exists():
+            lines = log.read_text(errors="replace").splitlines()
+            reasons += [
+                f"{stage}: {line}" for line in lines if " WARNING " in line or " ERROR " in line
+            ][-30:]
+    return "\n".join(reasons)
