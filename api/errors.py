@@ -62,7 +62,20 @@ async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
     return JSONResponse(error.body(), status_code=exc.status_code)
 
 
+def _disk_full() -> JSONResponse:
+    # Not our bug and not the caller's: the client may try again once there is room.
+    log.error("the data folder's disk is full: a request was refused")
+    return error_response(
+        ServiceUnavailable(
+            "The server's disk is full; nothing was stored. Try again later.",
+            component="storage",
+        )
+    )
+
+
 async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
+    if disk_full(exc) is not None:  # an SQLite catalog on the full data folder
+        return _disk_full()
     log.error("catalog unavailable: %s", type(exc).__name__)
     return error_response(
         ServiceUnavailable("The catalog database is unavailable.", component="catalog")
@@ -71,14 +84,7 @@ async def _database_down(_request: Request, exc: Exception) -> JSONResponse:
 
 async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
     if disk_full(exc) is not None:
-        # Not our bug and not the caller's: the client may try again once there is room.
-        log.error("the data folder's disk is full: a request was refused")
-        return error_response(
-            ServiceUnavailable(
-                "The server's disk is full; nothing was stored. Try again later.",
-                component="storage",
-            )
-        )
+        return _disk_full()
     log.exception("unhandled error", exc_info=exc)
     return error_response(LdimsError())
 

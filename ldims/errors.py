@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import sqlite3
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -168,13 +169,28 @@ class TransientError(ProcessingError):
     """Might work later (network, lock timeout): the task is retried with backoff."""
 
 
+class PassingTrouble(TransientError):
+    """A trouble of the server, not of the document (a full disk, the catalog away): retried
+    for as long as it lasts, never counted against the document's retries nor failed for."""
+
+
 _DISK_FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
-def disk_full(exc: BaseException) -> TransientError | None:
+def _finds_the_disk_full(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return exc.errno in _DISK_FULL_ERRNOS
+    if isinstance(exc, sqlite3.Error):  # SQLite says so in its own words (the qmd lexicon)
+        return getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    # A database driver's error wrapped by SQLAlchemy (an SQLite catalog on the data folder).
+    original = getattr(exc, "orig", None)
+    return isinstance(original, BaseException) and _finds_the_disk_full(original)
+
+
+def disk_full(exc: BaseException) -> PassingTrouble | None:
     """The retryable error for a write that found the disk full (or over quota), else None."""
-    if isinstance(exc, OSError) and exc.errno in _DISK_FULL_ERRNOS:
-        return TransientError(
+    if _finds_the_disk_full(exc):
+        return PassingTrouble(
             "DISK_FULL",
             "The data folder's disk is full (or over its quota); processing resumes once there "
             "is room again.",
@@ -182,17 +198,17 @@ def disk_full(exc: BaseException) -> TransientError | None:
     return None
 
 
-def catalog_unreachable(exc: BaseException) -> TransientError | None:
+def catalog_unreachable(exc: BaseException) -> PassingTrouble | None:
     """The retryable error for a catalog database that could not be reached (restarting,
     recovering, a dropped connection), else None."""
     if isinstance(exc, DatabaseOperationalError):
-        return TransientError(
+        return PassingTrouble(
             "CATALOG_UNAVAILABLE", "The catalog database could not be reached; retrying."
         )
     return None
 
 
-def passing_trouble(exc: BaseException) -> TransientError | None:
+def passing_trouble(exc: BaseException) -> PassingTrouble | None:
     """The retryable error for a trouble of the server, not of the document: a full disk, the
     catalog database away. None for anything else."""
     return disk_full(exc) or catalog_unreachable(exc)

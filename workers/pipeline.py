@@ -514,6 +514,15 @@ def optimize_index(rt: Runtime) -> None:
         release_free_memory()
 
 
+def still_waiting(rt: Runtime, document_id: str, sha256: str | None, code: str) -> None:
+    """The document waits out a passing trouble ``code`` of the server (a full disk, the
+    catalog away): marked alive, so the reconciler does not take the wait for a stall and count
+    it as an interrupted attempt. Nothing is marked when the catalog is the trouble."""
+    log.warning("document %s waits out %s", document_id, code)
+    with contextlib.suppress(Exception), rt.catalog.session() as session:
+        repository.touch(session, document_id, sha256)
+
+
 def record_failure(
     rt: Runtime, document_id: str, sha256: str | None, code: str, message: str
 ) -> None:

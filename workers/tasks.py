@@ -2,7 +2,9 @@
 
 Transient errors are retried with exponential backoff and jitter; a permanent error, or a
 transient one that outlived its retries, ends the document ``failed`` with its code
-(:meth:`PipelineTask.on_failure`). Time limits come from settings.
+(:meth:`PipelineTask.on_failure`). A passing trouble of the server (a full disk, the catalog
+database away) is no fault of the document: it is retried for as long as it lasts, the
+document ``processing`` meanwhile. Time limits come from settings.
 
 A document failure is logged as one line, ``document <id> failed: <CODE>`` (by
 :func:`workers.pipeline.record_failure`); only an unexpected exception (``INTERNAL_ERROR``)
@@ -24,7 +26,13 @@ from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
 from ldims.catalog import repository, utcnow
-from ldims.errors import OcrDeferred, ProcessingError, TransientError, passing_trouble_is_transient
+from ldims.errors import (
+    OcrDeferred,
+    PassingTrouble,
+    ProcessingError,
+    TransientError,
+    passing_trouble_is_transient,
+)
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, embed, pipeline, reconcile
@@ -69,14 +77,39 @@ class PipelineTask(Task):  # type: ignore[misc]
     def on_failure(
         self, exc: BaseException, task_id: str, args: Any, kwargs: Any, einfo: Any
     ) -> None:
+        code, message = failure_of(exc)
+        pipeline.record_failure(pipeline.runtime(), *self._version(args, kwargs), code, message)
+
+    def retry(  # type: ignore[override]
+        self,
+        args: Any = None,
+        kwargs: Any = None,
+        exc: BaseException | None = None,
+        throw: bool = True,
+        eta: Any = None,
+        countdown: float | None = None,
+        max_retries: int | None = None,
+        **options: Any,
+    ) -> Any:
+        """Celery's retry; a passing trouble of the server is retried for as long as it lasts
+        (the backoff capped at ``LDIMS_RETRY_BACKOFF_MAX_SECONDS``), never counted against
+        the document's retries, and the document is marked alive meanwhile."""
+        if isinstance(exc, PassingTrouble):
+            max_retries = self.request.retries + 1
+            document = self._version(self.request.args, self.request.kwargs)
+            pipeline.still_waiting(pipeline.runtime(), *document, exc.code)
+        return super().retry(args, kwargs, exc, throw, eta, countdown, max_retries, **options)
+
+    def _version(self, args: Any, kwargs: Any) -> tuple[str, str | None]:
+        """The document and version (None: not fetched yet) the task's arguments name."""
+        args, kwargs = args or (), kwargs or {}
         document_id = args[0] if args else kwargs.get("document_id")
         sha256 = (
             None
             if self.name == "ldims.fetch"
             else (args[1] if len(args) > 1 else kwargs.get("sha256"))
         )
-        code, message = failure_of(exc)
-        pipeline.record_failure(pipeline.runtime(), document_id, sha256, code, message)
+        return document_id, sha256
 
 
 def _send(task: Task, *args: Any) -> None:
@@ -384,7 +417,10 @@ def _later(
     without one (a failed batch), after ``countdown``.
     """
     document_id, sha256 = args
-    if error is not None and retries >= _settings.task_max_retries:
+    if isinstance(error, PassingTrouble):
+        # The server's trouble, not the document's: waited out, never failed for.
+        pipeline.still_waiting(pipeline.runtime(), document_id, sha256, error.code)
+    elif error is not None and retries >= _settings.task_max_retries:
         pipeline.record_failure(pipeline.runtime(), document_id, sha256, error.code, error.message)
         return
     options: dict[str, Any] = {}

@@ -30,7 +30,13 @@ from pathlib import Path
 
 import psutil
 
-from ldims.errors import OcrDeferred, PermanentError, ProcessingError, TransientError
+from ldims.errors import (
+    OcrDeferred,
+    PassingTrouble,
+    PermanentError,
+    ProcessingError,
+    TransientError,
+)
 from workers.extraction.registry import TEXT_TYPES
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 
@@ -41,6 +47,7 @@ _STARTUP_SECONDS = 120
 _CHILD_MODULE = "workers.extraction.sandbox_child"
 _ERRORS: dict[str, type[ProcessingError]] = {
     "OcrDeferred": OcrDeferred,
+    "PassingTrouble": PassingTrouble,
     "PermanentError": PermanentError,
     "TransientError": TransientError,
 }

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 
-from ldims.errors import ProcessingError
+from ldims.errors import ProcessingError, disk_full
 from ldims.logs import setup_logging
 from workers.heap import release_free_memory
 
@@ -54,7 +54,12 @@ def _child_main(conn: Connection, parent_pid: int) -> None:
         except MemoryError:
             reply = ("error", ("PermanentError", "TOO_LARGE", "The file needs too much memory."))
         except Exception as exc:  # a parser bug on a strange file: report it, stay alive
-            reply = ("error", ("PermanentError", "CORRUPT_FILE", _parser_failure(exc)))
+            trouble = disk_full(exc)  # a full temporary folder is no fault of the file
+            reply = (
+                ("error", ("PassingTrouble", trouble.code, trouble.message))
+                if trouble
+                else ("error", ("PermanentError", "CORRUPT_FILE", _parser_failure(exc)))
+            )
         try:
             conn.send(reply)
         except (BrokenPipeError, OSError):
