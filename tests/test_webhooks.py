@@ -293,3 +293,79 @@ def test_with_keys_on_only_a_tenants_own_secret_works_and_only_for_it(
         assert (
             post(created("evt-n", id="a-4", content="x"), acme_secret, "nobody").status_code == 401
         )
+
+
+# --- issue 33: no tenant oracle, bounded JSON --------------------------------------------------
+def signed_headers(secret: str, body: bytes, tenant: str | None = None) -> dict[str, str]:
+    stamp = str(int(time.time()))
+    headers = {
+        "content-type": "application/json",
+        "X-LDIMS-Timestamp": stamp,
+        "X-LDIMS-Signature": sign(secret, stamp, body),
+    }
+    if tenant is not None:
+        headers["X-LDIMS-Tenant"] = tenant
+    return headers
+
+
+@pytest.fixture
+def tenant_client(tmp_path: Path, shared_redis: RedisServer) -> Iterator[TestClient]:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        redis_url=shared_redis.url,
+        webhook_secrets={"acme": "acme-webhook-secret-1"},
+    )
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        yield client
+
+
+def test_an_unknown_tenant_is_answered_as_a_bad_signature(tenant_client: TestClient) -> None:
+    """A sender cannot tell a tenant name that has a secret from one that has none: the same
+    status and body, and the body is read and hashed in both cases (no early answer)."""
+    body = json.dumps(created("evt-oracle", content="x")).encode()
+    wrong = "not-the-secret-of-anyone-1"
+    known = tenant_client.post(
+        "/api/webhooks/ingest", content=body, headers=signed_headers(wrong, body, "acme")
+    )
+    unknown = tenant_client.post(
+        "/api/webhooks/ingest", content=body, headers=signed_headers(wrong, body, "nobody")
+    )
+    assert known.status_code == unknown.status_code == 401
+    assert known.json() == unknown.json()
+    assert known.json()["errorCode"] == "UNAUTHORIZED"
+
+    # Timing class: with a 24 MB body, hashing it dominates; an answer that skipped the body
+    # for an unknown tenant would come back in a small fraction of the time.
+    large = b" " * (24 * 1024 * 1024)
+    times: dict[str, list[float]] = {"acme": [], "nobody": []}
+    for _ in range(3):
+        for tenant in times:
+            headers = signed_headers(wrong, b"", tenant)  # well-formed, wrong for this body
+            started = time.perf_counter()
+            answer = tenant_client.post("/api/webhooks/ingest", content=large, headers=headers)
+            times[tenant].append(time.perf_counter() - started)
+            assert answer.status_code == 401
+    known_time, unknown_time = sorted(times["acme"])[1], sorted(times["nobody"])[1]
+    assert unknown_time > 0.5 * known_time, (known_time, unknown_time)
+
+
+@pytest.mark.parametrize("depth", [1000, 100_000])
+def test_deeply_nested_json_is_400_without_a_traceback(
+    client: TestClient, caplog: pytest.LogCaptureFixture, depth: int
+) -> None:
+    body = ("[" * depth + "]" * depth).encode()
+    event = b'{"id": "evt-deep", "type": "document.created", "document": {"x": ' + body + b"}}"
+    for payload in (body, event):
+        response = client.post(
+            "/api/webhooks/ingest", content=payload, headers=signed_headers(SECRET, payload)
+        )
+        assert response.status_code == 400, response.text
+        answer = response.json()
+        assert answer["errorCode"] == "INVALID_INPUT"
+        assert "nested deeper than" in answer["errorMessage"]
+        assert "\n" not in answer["errorMessage"]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "Traceback" not in caplog.text
+    # The event id was not used up by the refused events.
+    fixed = post_event(client, created("evt-deep", content="fine"))
+    assert fixed.status_code == 202

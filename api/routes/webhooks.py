@@ -12,7 +12,10 @@ and sends ``X-LDIMS-Timestamp`` (Unix seconds) and ``X-LDIMS-Signature: sha256=<
   :data:`IN_MEMORY_BYTES` (beyond, a temporary file): an unsigned sender of large bodies
   costs disk for a moment, not the API's memory (measured before: 4 × 130 MB raised the
   API's RSS by 490 MB);
-* only a body whose signature matches is parsed.
+* only a body whose signature matches is parsed, and only to :data:`MAX_JSON_DEPTH` levels;
+* a tenant name without a secret is answered exactly as a bad signature, after the same
+  work: its body is read and hashed with a key nobody holds, so neither the answer nor its
+  time says which tenant names exist.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import hmac
 import json
 import re
+import secrets
 import tempfile
 import time
 from typing import IO
@@ -41,7 +45,14 @@ router = APIRouter(prefix="/api/webhooks", tags=["webhooks"])
 TIMESTAMP_HEADER = "X-LDIMS-Timestamp"
 SIGNATURE_HEADER = "X-LDIMS-Signature"
 IN_MEMORY_BYTES = 1024 * 1024
+# An event is three levels deep (event, document, fields); anything much deeper is not an event.
+# The bound also keeps a hostile body from reaching the JSON parser's recursion limit.
+MAX_JSON_DEPTH = 32
 _SIGNATURE = re.compile(r"^sha256=[0-9a-f]{64}$")
+# One answer for a wrong signature and for a tenant without a secret (no tenant-name oracle).
+BAD_SIGNATURE = "Bad webhook signature (or no LDIMS_WEBHOOK_SECRETS entry for this tenant)."
+# What a tenant without a secret is checked against: random per process, so nothing matches.
+_NOBODYS_SECRET = SecretStr(secrets.token_hex(32))
 
 
 def body_limit(settings: Settings) -> int:
@@ -51,15 +62,13 @@ def body_limit(settings: Settings) -> int:
 
 def webhook_secret(
     settings: Settings, request: Request, keys_on: bool
-) -> tuple[SecretStr, str | None]:
-    """The secret the event must be signed with, and the tenant it is bound to (None: the
-    shared secret, whose events name their tenant)."""
+) -> tuple[SecretStr | None, str | None]:
+    """The secret the event must be signed with (None: this tenant has none, so no signature
+    will do), and the tenant it is bound to (None: the shared secret, whose events name their
+    tenant)."""
     tenant = request.headers.get(TENANT_HEADER)
     if tenant is not None:
-        secret = settings.webhook_secrets.get(tenant)
-        if secret is None:
-            raise Unauthorized("No webhook secret for this tenant (LDIMS_WEBHOOK_SECRETS).")
-        return secret, tenant
+        return settings.webhook_secrets.get(tenant), tenant
     if settings.webhook_secret is None or keys_on:
         raise Forbidden(
             "Send X-LDIMS-Tenant and sign with that tenant's secret (LDIMS_WEBHOOK_SECRETS)"
@@ -90,10 +99,17 @@ def check_headers(settings: Settings, request: Request) -> tuple[str, str]:
     return timestamp, signature
 
 
-async def read_signed_body(settings: Settings, request: Request, secret: SecretStr) -> IO[bytes]:
-    """The body, hashed as it streams; raises unless its signature matches."""
+async def read_signed_body(
+    settings: Settings, request: Request, secret: SecretStr | None
+) -> IO[bytes]:
+    """The body, hashed as it streams; raises unless its signature matches ``secret``.
+
+    Without a secret the same work is done against a key nobody holds and the same error is
+    raised: a tenant without a secret cannot be told from a wrong signature.
+    """
     timestamp, signature = check_headers(settings, request)
-    digest = hmac.new(secret.get_secret_value().encode(), digestmod=hashlib.sha256)
+    key = (secret or _NOBODYS_SECRET).get_secret_value().encode()
+    digest = hmac.new(key, digestmod=hashlib.sha256)
     digest.update(f"{timestamp}.".encode())
     spool = tempfile.SpooledTemporaryFile(max_size=IN_MEMORY_BYTES)  # noqa: SIM115 (returned)
     limit, size = body_limit(settings), 0
@@ -104,8 +120,9 @@ async def read_signed_body(settings: Settings, request: Request, secret: SecretS
                 raise PayloadTooLarge(limitBytes=limit)
             digest.update(chunk)
             spool.write(chunk)
-        if not hmac.compare_digest("sha256=" + digest.hexdigest(), signature):
-            raise Unauthorized("Bad webhook signature.")
+        matches = hmac.compare_digest("sha256=" + digest.hexdigest(), signature)
+        if not matches or secret is None:
+            raise Unauthorized(BAD_SIGNATURE)
     except BaseException:
         spool.close()
         raise
@@ -114,8 +131,10 @@ async def read_signed_body(settings: Settings, request: Request, secret: SecretS
 
 
 def parse_event(body: IO[bytes]) -> WebhookEventIn:
+    """The event in ``body``: 400 for JSON that is malformed, nested deeper than
+    :data:`MAX_JSON_DEPTH` or not of the documented shape."""
     try:
-        return WebhookEventIn.model_validate(json.load(body))
+        return WebhookEventIn.model_validate(bounded_json(body.read(), MAX_JSON_DEPTH))
     except (ValueError, ValidationError) as exc:
         field = None
         if isinstance(exc, ValidationError) and exc.errors():
@@ -123,6 +142,30 @@ def parse_event(body: IO[bytes]) -> WebhookEventIn:
         raise InvalidInput(
             "The event is not valid JSON of the documented shape.", field=field
         ) from None
+
+
+def bounded_json(data: bytes, max_depth: int) -> object:
+    """``data`` parsed as JSON, refused with :class:`InvalidInput` past ``max_depth`` levels.
+
+    The C parser raises ``RecursionError`` near Python's recursion limit (about 1000 levels),
+    which would surface as a 500 with a traceback; shallower but still excessive nesting is
+    found by an iterative walk (no recursion of ours either).
+    """
+    deep = InvalidInput(f"The JSON is nested deeper than {max_depth} levels.")
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise deep from None
+    stack: list[tuple[object, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            if depth > max_depth:
+                raise deep
+            stack.extend((child, depth + 1) for child in item)
+    return value
 
 
 @router.post(
