@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
+import redis
 
 from tests.conftest import DOCS, ROOT, free_port, wait_until
 
@@ -162,6 +163,52 @@ def test_flower_shows_the_pipeline_tasks(served: Served) -> None:
         return names if {"ldims.extract", "ldims.index"} <= names else None
 
     assert wait_until(seen, 60, 0.5) == {"ldims.extract", "ldims.index"}
+
+
+def _serve_again(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ldims("serve", "--extract-workers", "1"),
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_a_second_serve_on_the_same_data_folder_refuses_and_changes_nothing(
+    served: Served,
+) -> None:
+    url, env, pid = served
+    data_dir = Path(env["LDIMS_DATA_DIR"])
+    redis_before = _children(pid)["redis"]
+    lock_before = (data_dir / "serve.lock").read_bytes()
+    second = _serve_again({**env, "LDIMS_PORT": str(free_port())})
+    assert second.returncode != 0
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1, second.stderr  # one line, no traceback
+    assert f"pid {pid}" in lines[0] and url.removeprefix("http://") in lines[0], lines[0]
+    assert "LDIMS API on" not in second.stdout + second.stderr
+    # The first one's Redis, API and lock file are as they were.
+    assert _children(pid)["redis"].pid == redis_before.pid and redis_before.is_running()
+    client = redis.Redis(unix_socket_path=str(data_dir / "redis" / "redis.sock"))
+    assert client.ping()
+    assert httpx.get(f"{url}/health", timeout=10).json()["status"] == "ok"
+    assert (data_dir / "serve.lock").read_bytes() == lock_before
+
+
+def test_serve_on_a_busy_port_refuses_before_starting_anything(
+    served: Served, tmp_path: Path
+) -> None:
+    url, env, _ = served
+    data_dir = tmp_path / "other"
+    # Another data folder, the first one's port: nothing may start (no Redis, no catalog).
+    busy = _serve_again({**env, "LDIMS_DATA_DIR": str(data_dir)})
+    assert busy.returncode != 0
+    lines = busy.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"port {env['LDIMS_PORT']}" in lines[0], busy.stderr
+    assert not (data_dir / "redis").exists() and not (data_dir / "catalog.sqlite3").exists()
+    assert httpx.get(f"{url}/health", timeout=10).json()["status"] == "ok"
 
 
 def _children(pid: int) -> dict[str, psutil.Process]:
