@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import http.server
 import ipaddress
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -356,4 +357,34 @@ def test_fetch_of_a_private_address_is_refused_before_any_request(
     with pytest.raises(PermanentError) as raised:
         fetch_to_store(f"{redirect_server.base}/doc", config, BlobStore(tmp_path))
     assert "resolves to 127.0.0.1" in raised.value.message
+    assert redirect_server.paths == []
+
+
+NAME_REFUSED = (
+    "The URL's host is not allowed (private or reserved address). "
+    "Set LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES=true to allow it."
+)
+
+
+@pytest.mark.parametrize("url", ["http://localhost/", "http://LOCALHOST:8000/x"])
+def test_a_name_that_resolves_to_a_private_address_does_not_reveal_it(
+    tmp_path: Path, url: str
+) -> None:
+    """A host name is judged by what it resolves to, but the refusal does not say what that
+    is: otherwise a webhook sender could map internal names to internal addresses."""
+    message = refusal(url, settings(tmp_path, allow_private=False)).message
+    assert message == NAME_REFUSED
+    for address in {info[4][0] for info in socket.getaddrinfo("localhost", None)}:
+        assert address not in message
+    assert "loopback" not in message
+
+
+def test_fetching_such_a_name_is_refused_the_same_way_before_any_request(
+    tmp_path: Path, redirect_server: RedirectServer
+) -> None:
+    config = settings(tmp_path, allow_private=False)
+    url = redirect_server.base.replace("127.0.0.1", "localhost") + "/doc"
+    with pytest.raises(PermanentError) as raised:
+        fetch_to_store(url, config, BlobStore(tmp_path))
+    assert raised.value.code == "URL_NOT_ALLOWED" and raised.value.message == NAME_REFUSED
     assert redirect_server.paths == []

@@ -12,12 +12,16 @@ changes between the check and the connect is the residual risk, documented in th
 
 One code for every refusal: ``URL_NOT_ALLOWED`` is the code the README, the ingestion
 troubleshooting guide and the webhook's ``errorDetails.reason`` already name; the message
-says which rule refused the URL.
+says which rule refused the URL. A host *name* that resolves to a non-public address is
+refused without saying the address or its kind (that would map internal names to internal
+addresses for whoever sends webhooks); the operator's log has them. An address written in the
+URL is named, with why it is refused: the sender learns nothing it did not send.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 import re
 import socket
 import time
@@ -29,6 +33,8 @@ import httpx
 from ldims.blobs import BlobStore, StoredBlob
 from ldims.errors import PayloadTooLarge, PermanentError, TransientError
 from ldims.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 MAX_REDIRECTS = 3
 MAX_URL_LENGTH = 2048  # what browsers and most servers handle; a document URL needs no more
@@ -129,11 +135,29 @@ def check_url(url: str, settings: Settings) -> None:
     # 0x7f.1 and 127.1 as 127.0.0.1, as the connect will.
     for address in _resolve(host):
         reason = non_public_reason(address)
-        if reason is not None:
+        if reason is None:
+            continue
+        hint = "Set LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES=true to allow it."
+        if _is_address(host):
             raise _refused(
                 f"The host {host!r} resolves to {address}, which is not a public address: "
-                f"{reason}. Set LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES=true to allow it."
+                f"{reason}. {hint}"
             )
+        logger.info("URL refused: host %r resolves to %s (%s)", host, address, reason)
+        raise _refused(f"The URL's host is not allowed (private or reserved address). {hint}")
+
+
+def _is_address(host: str) -> bool:
+    """Whether ``host`` is an address written out (``::1``, ``127.1``, ``0x7f.1``, ``2130706433``:
+    every IPv4 spelling the resolver reads as one), not a name the resolver looks up."""
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        try:
+            socket.inet_aton(host)
+        except OSError:
+            return False
+    return True
 
 
 def _checked_host(url: str, settings: Settings) -> str:
