@@ -9,7 +9,6 @@ from fastapi import Depends, Request
 
 from ldims.caller import Caller, resolve_caller
 from ldims.documents import Documents
-from ldims.errors import Forbidden
 from ldims.services import Services
 
 
@@ -34,12 +33,12 @@ DocumentsDep = Annotated[Documents, Depends(get_documents)]
 def _scoped(scope: str) -> Callable[..., Caller]:
     def caller_with_scope(caller: CallerDep) -> Caller:
         """The caller, when its key has ``scope``; else 403 ``FORBIDDEN``."""
-        if scope not in caller.scopes:
-            raise Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
+        caller.require(scope)
         return caller
 
     return caller_with_scope
 
 
-ReaderDep = Annotated[Caller, Depends(_scoped("read"))]  # search, list, read
+# search, list, read whole documents: never granted by the 'proxy' scope alone
+ReaderDep = Annotated[Caller, Depends(_scoped("read"))]
 IngestDep = Annotated[Caller, Depends(_scoped("ingest"))]  # upload, delete

@@ -23,12 +23,16 @@ from ldims.settings import Settings
 
 TENANT_HEADER = "X-LDIMS-Tenant"
 TENANT_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-# What a key may do: read (search, read, the proxy toolset), ingest (upload, delete),
-# admin (collections, reindex), internal (name a user and tenant in the proxy envelope),
-# sql and guide (those toolsets).
-SCOPES = ("read", "ingest", "admin", "internal", "sql", "guide")
+# What a key may do: read (search, read whole documents, and the proxy toolset), proxy (the
+# proxy toolset only: a bounded, masked reader, nothing that returns a whole document),
+# ingest (upload, delete), admin (collections, reindex), internal (name a user and tenant in
+# the proxy envelope), sql and guide (those toolsets).
+SCOPES = ("read", "proxy", "ingest", "admin", "internal", "sql", "guide")
 # A caller without a key of its own (no keys configured, stdio) may do what its tenant may.
 ALL_SCOPES = frozenset(SCOPES)
+# Scopes a held scope grants besides itself: whoever may read whole documents may read them
+# through the proxy too (keys made before the proxy scope existed keep their proxy tools).
+IMPLIED: dict[str, frozenset[str]] = {"read": frozenset({"proxy"})}
 
 
 @dataclass(frozen=True)
@@ -44,6 +48,16 @@ class Caller:
     def __post_init__(self) -> None:
         if not TENANT_PATTERN.match(self.tenant):
             raise InvalidInput("Bad tenant name.", field=TENANT_HEADER)
+
+    def allows(self, scope: str) -> bool:
+        """Whether this caller holds ``scope``, itself or through a scope that implies it
+        (:data:`IMPLIED`): the one rule every scope check applies (REST, MCP, the proxy)."""
+        return scope in self.scopes or any(scope in IMPLIED.get(held, ()) for held in self.scopes)
+
+    def require(self, scope: str) -> None:
+        """``Forbidden`` (403 ``FORBIDDEN``) unless this caller :meth:`allows` ``scope``."""
+        if not self.allows(scope):
+            raise Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
 
 
 class KeyLookup(Protocol):

@@ -10,6 +10,9 @@ What the SDK leaves to us, done once here for every toolset:
 * the caller: resolved once per request (:func:`ldims.caller.resolve_caller` on the HTTP
   headers, or the stdio session's caller) and handed to tools as :meth:`LdimsMCP.caller`
   and to resource readers as an argument;
+* scopes: a toolset's scope (:attr:`Toolset.scope`, checked by :meth:`Caller.allows`) covers
+  everything it registers — a tool call, a resource read, a prompt get without it is
+  ``FORBIDDEN``; resource, template and prompt lists leave out what the caller may not use;
 * toolsets: what each declares (:class:`~api.mcp.toolset.Toolset`) — URI schemes, JSON-RPC
   codes of its errors, the error of a timed-out tool, its part of the instructions — is
   read here, so the server itself names no toolset;
@@ -55,6 +58,12 @@ from ldims.settings import Settings
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 ResourceReader = Callable[[Caller, dict[str, str]], Iterable[ReadResourceContents]]
+# The list requests filtered by scope: method -> (the result's list field, an entry's key).
+_LISTS = {
+    "resources/list": ("resources", "uri"),
+    "resources/templates/list": ("resourceTemplates", "uriTemplate"),
+    "prompts/list": ("prompts", "name"),
+}
 # The caller of the request being served (set once per tool call or resource read).
 _caller: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
     "ldims_mcp_caller", default=None
@@ -71,7 +80,7 @@ class LdimsMCP(MCPServer):
             "ldims",
             title="LDIMS document server",
             version=__version__,
-            middleware=[self._instructions_middleware],
+            middleware=[self._instructions_middleware, self._scope_middleware],
         )
         self.services = services
         self.toolsets = tuple(toolsets)
@@ -85,12 +94,16 @@ class LdimsMCP(MCPServer):
         for toolset in self.toolsets:
             self.rpc_codes.update(toolset.rpc_codes)
             self._timeout_errors.update(toolset.timeout_errors)
-        # (compiled URI pattern, reader) of the resource templates, tried in order.
-        self._readers: list[tuple[re.Pattern[str], ResourceReader]] = []
+        # (compiled URI pattern, reader, scope) of the resource templates, tried in order.
+        self._readers: list[tuple[re.Pattern[str], ResourceReader, str]] = []
         # What toolsets hold open (database pools …), released by close().
         self._closers: list[Callable[[], None]] = []
-        # tool name -> the scope a caller needs (its toolset's), filled as tools are added.
+        # tool name -> the scope a caller needs (its toolset's), filled as tools are added;
+        # the same for resource URIs and templates, URI schemes and prompt names.
         self.tool_scopes: dict[str, str] = {}
+        self.resource_scopes: dict[str, str] = {}
+        self.scheme_scopes: dict[str, str] = {}
+        self.prompt_scopes: dict[str, str] = {}
         self._registering: Toolset | None = None
         for toolset in self.toolsets:
             self._registering = toolset
@@ -103,6 +116,25 @@ class LdimsMCP(MCPServer):
         tool = name or fn.__name__
         if toolset is not None:
             self.tool_scopes[tool] = toolset.tool_scopes.get(tool, toolset.scope)
+
+    def resource(self, uri: str, *args: Any, **options: Any) -> Any:
+        """The SDK's decorator; the resource (or template) is its toolset's, in its scope."""
+        if self._registering is not None:
+            self.resource_scopes[uri] = self._registering.scope
+            self.scheme_scopes[uri.split("://", 1)[0]] = self._registering.scope
+        return super().resource(uri, *args, **options)
+
+    def add_prompt(self, prompt: Any) -> None:
+        super().add_prompt(prompt)
+        if self._registering is not None:
+            self.prompt_scopes[prompt.name] = self._registering.scope
+
+    def _scope_of(self, kind: str, name: str) -> str | None:
+        """The scope a caller needs for a resource URI / template or a prompt (None: not
+        one a toolset registered)."""
+        if kind == "prompts/list":
+            return self.prompt_scopes.get(name)
+        return self.resource_scopes.get(name) or self.scheme_scopes.get(name.split("://", 1)[0])
 
     def on_close(self, closer: Callable[[], None]) -> None:
         """Call ``closer`` when the server shuts down."""
@@ -154,9 +186,7 @@ class LdimsMCP(MCPServer):
         timeout = self.services.settings.mcp_request_timeout_seconds
         try:
             caller = self._caller_of(context)
-            scope = self.tool_scopes.get(name, "read")
-            if scope not in caller.scopes:
-                raise Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
+            caller.require(self.tool_scopes.get(name, "read"))
             token = _caller.set(caller)
         except LdimsError as exc:
             return error_result(exc)
@@ -188,13 +218,14 @@ class LdimsMCP(MCPServer):
         reads go through here, which can attach per-read ``_meta`` and raise the seed's
         errors.
         """
-        self._readers.append((re.compile(pattern), reader))
+        scope = self._registering.scope if self._registering is not None else "read"
+        self._readers.append((re.compile(pattern), reader, scope))
 
     async def read_resource(
         self, uri: Any, context: Context[Any, Any] | None = None
     ) -> Iterable[ReadResourceContents] | Any:
         text = str(uri)
-        for pattern, reader in self._readers:
+        for pattern, reader, scope in self._readers:
             match = pattern.fullmatch(text)
             if match is None:
                 continue
@@ -202,6 +233,7 @@ class LdimsMCP(MCPServer):
             try:
                 with anyio.fail_after(timeout):
                     caller = self._caller_of(context)
+                    caller.require(scope)
                     return await self.blocking(reader, caller, match.groupdict())
             except TimeoutError:
                 raise self._resource_error(RequestTimeout(timeoutSeconds=timeout)) from None
@@ -210,11 +242,15 @@ class LdimsMCP(MCPServer):
             except Exception as exc:
                 log.error("MCP resource read failed", exc_info=exc)
                 raise self._resource_error(BackendError()) from None
-        if text.split("://", 1)[0] in self._own_schemes:
-            # One of our templates, but not a URI its reader accepts (a bad id or name).
-            raise self._resource_error(
-                InvalidInput(f"No resource has the URI {text[:200]!r}.", field="uri")
-            )
+        scope = self._scope_of("resources/read", text)
+        try:
+            if scope is not None:
+                self._caller_of(context).require(scope)
+            if text.split("://", 1)[0] in self._own_schemes:
+                # One of our templates, but not a URI its reader accepts (a bad id or name).
+                raise InvalidInput(f"No resource has the URI {text[:200]!r}.", field="uri")
+        except LdimsError as exc:
+            raise self._resource_error(exc) from None
         return await super().read_resource(uri, context)
 
     def _resource_error(self, error: LdimsError) -> MCPError:
@@ -246,6 +282,51 @@ class LdimsMCP(MCPServer):
             except Exception as exc:  # the catalog is down: connect anyway, without counts
                 log.warning("instructions unavailable: %s", type(exc).__name__)
         return result
+
+
+    # --- scopes of resources and prompts -----------------------------------------------------
+    async def _scope_middleware(
+        self, ctx: ServerRequestContext[Any, Any], call_next: Callable[..., Any]
+    ) -> Any:
+        """Lists without what the caller's scopes do not reach; a prompt of a toolset whose
+        scope the caller lacks is FORBIDDEN (as a tool call or a resource read is)."""
+        if ctx.method not in _LISTS and ctx.method != "prompts/get":
+            return await call_next(ctx)
+        try:
+            caller = self._middleware_caller(ctx)
+        except LdimsError as exc:
+            raise self._resource_error(exc) from None
+        if ctx.method == "prompts/get":
+            name = ctx.params.get("name") if isinstance(ctx.params, Mapping) else None
+            scope = self.prompt_scopes.get(name) if isinstance(name, str) else None
+            if scope is not None and not caller.allows(scope):
+                raise self._resource_error(
+                    Forbidden(f"The API key lacks the '{scope}' scope.", scope=scope)
+                )
+            return await call_next(ctx)
+        result = await call_next(ctx)
+        field, key = _LISTS[ctx.method]
+        if hasattr(result, "model_dump"):  # the SDK's result model: filtered as its JSON
+            result = result.model_dump(by_alias=True, exclude_none=True, mode="json")
+        if isinstance(result, dict) and isinstance(result.get(field), list):
+            result[field] = [
+                entry
+                for entry in result[field]
+                if (scope := self._scope_of(ctx.method, str(entry.get(key, "")))) is None
+                or caller.allows(scope)
+            ]
+        return result
+
+    def _middleware_caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
+        """The caller of a request seen by middleware: the HTTP guard's, else from its headers
+        (none: the stdio session's)."""
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        state = scope.get("state", {}) if isinstance(scope, dict) else {}
+        found = state.get(CALLER_STATE) if isinstance(state, Mapping) else None
+        if isinstance(found, Caller):
+            return found
+        return self._resolve(getattr(request, "headers", None))
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:

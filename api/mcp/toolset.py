@@ -44,7 +44,8 @@ class Toolset:
     rpc_codes: Mapping[str, int] = field(default_factory=dict)
     # tool name -> the error a call over the time limit answers (default REQUEST_TIMEOUT).
     timeout_errors: Mapping[str, type[LdimsError]] = field(default_factory=dict)
-    # The scope a key needs to call its tools (ldims.caller.SCOPES), and exceptions by tool.
+    # The scope a key needs (ldims.caller.SCOPES; Caller.allows) to call its tools, read and
+    # list its resources and templates, list and get its prompts; and exceptions by tool.
     scope: str = "read"
     tool_scopes: Mapping[str, str] = field(default_factory=dict)
     # Its paragraph of the server instructions for this caller (None: nothing to say).

@@ -2,12 +2,17 @@
 is allowed to of a document, and nothing more — the one path the MCP tools and the
 ``/internal/mcp/execute`` envelope both take.
 
-Every call, in order: the arguments are validated; the caller's scope checked (``read``);
+Every call, in order: the arguments are validated, the document id made canonical (the one
+rule of :func:`ldims.documents.validate_document_id`, surrounding whitespace dropped), and
+that id alone is what limits, audit and lookup use; the caller's scope checked (``proxy``,
+which ``read`` implies);
 the call admitted by the limiter (calls a minute, calls on the document in this generation,
 generations an hour); the tool runs on the caller's document (another tenant's is not found,
-as an unknown one); every text is masked (PII, secrets) and cut to
+as an unknown one); every text is masked (PII, secrets) before anything else rewrites it —
+snippets are highlighted on the masked text (:mod:`ldims.proxy.highlight`) — and cut to
 ``DOC_CHUNK_LIMIT_TOKENS`` at a sentence end, then to what the generation's output budget
-still grants; one audit record is written, whatever the outcome.
+still grants; a last pass masks every string of the result once more (idempotent: it finds
+nothing unless a tool forgot a field); one audit record is written, whatever the outcome.
 
 Results use the seed's snake_case fields; ``meta`` carries ``masked`` (count per kind),
 ``truncated`` and ``rate_limit`` (what this generation used of its limits).
@@ -22,9 +27,9 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from indexer import DocumentIndex
+from indexer import DocumentIndex, index_terms
 from indexer.passages import DenseChunks
 from ldims.caller import Caller
 from ldims.catalog import Document
@@ -37,6 +42,7 @@ from ldims.proxy.errors import (
     UnknownTool,
     envelope_code,
 )
+from ldims.proxy.highlight import WIDE_CHARS, masked_snippet
 from ldims.proxy.limits import Grant, Limiter, Usage
 from ldims.proxy.masking import mask
 from ldims.proxy.store import ProxyStore
@@ -51,9 +57,32 @@ SNIPPET_CHARS = 240
 # (o200k_base averages ~4 characters a token in English, fewer in Russian and Chinese).
 PRECUT_CHARS_PER_TOKEN = 16
 MAX_TRACE_CHARS = 128
-REQUIRED_SCOPE = "read"
+# Fields of a result that are ids, times or the caller's own input, never document text: the
+# last masking pass leaves them as they are (a document id may be all digits).
+UNMASKED_FIELDS = frozenset({"doc_id", "section_id", "created_at", "format", "meta", "tools"})
+REQUIRED_SCOPE = "proxy"  # 'read' implies it (ldims.caller.IMPLIED)
 
-DocId = Annotated[str, Field(min_length=1, max_length=64, description="The document's id")]
+
+def canonical_doc_id(raw: str) -> str:
+    """The one id a document is counted, audited and found by: ``raw`` without surrounding
+    whitespace (Unicode's too), which must then be a valid document id — so no spelling of an
+    id (a space, a no-break space, ``%20``) reaches a document under a limit of its own."""
+    # Imported on use: the settings import ldims.proxy (its mask kinds) while ldims.documents
+    # may still be loading.
+    from ldims.documents import validate_document_id
+
+    text = raw.strip()
+    try:
+        return validate_document_id(text)
+    except InvalidInput as exc:
+        raise ValueError(exc.message) from None
+
+
+DocId = Annotated[
+    str,
+    Field(min_length=1, max_length=64, description="The document's id"),
+    AfterValidator(canonical_doc_id),
+]
 
 
 class _Arguments(BaseModel):
@@ -153,7 +182,7 @@ class Proxy:
         """Run ``tool`` for ``caller`` in the generation ``trace_id`` (None: the caller's
         default generation); its result, or an ``LdimsError`` with the seed's code."""
         started = time.perf_counter()
-        doc_id = _doc_id_of(arguments)
+        doc_id = _doc_id_of(arguments)  # canonical, for the audit of a call refused early
         generation = _generation(trace_id)
         usage = Usage()
         output: _Output | None = None
@@ -161,14 +190,18 @@ class Proxy:
             run = self._tools.get(tool)
             if run is None:
                 raise UnknownTool(f"No tool named {tool[:64]!r}.", tools=list(TOOLS))
-            if REQUIRED_SCOPE not in caller.scopes:
-                raise AccessDenied("The API key lacks the 'read' scope.", scope=REQUIRED_SCOPE)
+            if not caller.allows(REQUIRED_SCOPE):
+                raise AccessDenied(
+                    "The API key lacks the 'proxy' (or 'read') scope.", scope=REQUIRED_SCOPE
+                )
             parsed = _parse(tool, arguments)
+            doc_id = getattr(parsed, "doc_id", None)  # the canonical id, from here on
             usage = self.limiter.admit(_principal(caller), generation, doc_id)
             output = run(caller, parsed, generation, doc_id or "")
         except LdimsError as exc:
             self._audit(caller, tool, doc_id, trace_id, envelope_code(exc), usage, output, started)
             raise
+        self._mask_strings(output.result, output.masked)  # last: nothing rewrites text after it
         output.result["meta"] = {
             "masked": output.masked,
             "truncated": output.truncated,
@@ -250,12 +283,10 @@ class Proxy:
     ) -> _Output:
         view = self.store.view(caller, args.doc_id)
         document = view.document
-        masked: dict[str, int] = {}
-        title = self._masked(document.title or document.name, masked)
         sections = [
             {
                 "section_id": section.id,
-                "heading": self._masked(section.heading, masked),
+                "heading": section.heading,
                 "level": section.level,
                 "page_start": section.page_start,
                 "page_end": section.page_end,
@@ -264,11 +295,11 @@ class Proxy:
         ]
         result: dict[str, Any] = {
             "doc_id": document.public_id,
-            "title": title,
+            "title": document.title or document.name,
             "format": document.format,
             "language": view.language,
             "page_count": len(view.pages),
-            "tags": [self._masked(tag, masked) for tag in view.tags],
+            "tags": list(view.tags),
             "product_version": view.product_version,
             "document_version": view.document_version,
             "version": document.version,
@@ -278,7 +309,8 @@ class Proxy:
             "sections": sections,
             "sections_total": len(view.sections),
         }
-        return self._structured_result(caller, generation, doc_id, result, "sections", masked)
+        # Every string of it is masked by _structured_result, before it is counted.
+        return self._structured_result(caller, generation, doc_id, result, "sections", {})
 
     def _local_search(
         self, caller: Caller, args: LocalSearchArguments, generation: str, doc_id: str
@@ -286,15 +318,30 @@ class Proxy:
         # The record is enough: the search reads the index, not the stored extraction.
         document = self.store.completed(caller, args.doc_id)
         dense = self._dense_chunks(document, args.query)
+        # A wide window (the whole chunk, as a rule), masked before the snippet is cut and
+        # marked (see ldims.proxy.highlight): marks must never split a value to mask.
         hits, total = self.index().search_document(
             document.id,
             document.version,
             args.query,
             args.max_results,
-            self.config.snippet_chars,
+            max(WIDE_CHARS, self.config.snippet_chars),
             dense=dense,
         )
+        terms = list(index_terms(args.query)[0])
         masked: dict[str, int] = {}
+        wide_counts: dict[str, int] = {}
+
+        def masked_text(text: str) -> str:
+            return self._masked(text, wide_counts)
+
+        snippets = [
+            masked_snippet(hit.snippet, terms, self.config.snippet_chars, masked_text)
+            for hit in hits
+        ]
+        for text in snippets:  # what the snippets still hold of what was masked
+            for kind, count in _counts_in(text, wide_counts).items():
+                masked[kind] = masked.get(kind, 0) + count
         result: dict[str, Any] = {
             "doc_id": document.public_id,
             "results": [
@@ -303,9 +350,9 @@ class Proxy:
                     "line_start": hit.line_start,
                     "line_end": hit.line_end,
                     "score": hit.score,
-                    "snippet": self._masked(hit.snippet, masked),
+                    "snippet": text,
                 }
-                for hit in hits
+                for hit, text in zip(hits, snippets, strict=True)
             ],
             "total_matches": total,
             "ranked_by": (
@@ -345,6 +392,19 @@ class Proxy:
         for kind, count in masked.counts.items():
             counts[kind] = counts.get(kind, 0) + count
         return masked.text
+
+    def _mask_strings(self, value: Any, counts: dict[str, int]) -> Any:
+        """``value`` with every string in it masked, in place for dicts and lists (but for
+        :data:`UNMASKED_FIELDS`)."""
+        if isinstance(value, str):
+            return self._masked(value, counts)
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key not in UNMASKED_FIELDS:
+                    value[key] = self._mask_strings(item, counts)
+        elif isinstance(value, list):
+            value[:] = [self._mask_strings(item, counts) for item in value]
+        return value
 
     def _text_result(
         self,
@@ -398,8 +458,9 @@ class Proxy:
         list_key: str,
         masked: dict[str, int],
     ) -> _Output:
-        """A result of many short texts: counted as its JSON; what the budget does not grant
-        is dropped from the end of its ``list_key`` list, never cut mid-item."""
+        """A result of many short texts, each masked first: counted as its JSON; what the budget
+        does not grant is dropped from the end of its ``list_key`` list, never cut mid-item."""
+        self._mask_strings(result, masked)
         body = json.dumps(result, ensure_ascii=False)
         tokens, size = count_tokens(body), len(body.encode())
         grant: Grant = self._grant(caller, generation, doc_id, tokens, size)
@@ -495,8 +556,14 @@ def _parse(tool: str, arguments: dict[str, Any] | None) -> Any:
 
 
 def _doc_id_of(arguments: dict[str, Any] | None) -> str | None:
+    """The canonical id of the arguments' ``doc_id``; None when there is no valid one."""
     doc_id = (arguments or {}).get("doc_id")
-    return doc_id[:64] if isinstance(doc_id, str) and doc_id.strip() else None
+    if not isinstance(doc_id, str) or len(doc_id) > 256:
+        return None
+    try:
+        return canonical_doc_id(doc_id)
+    except ValueError:
+        return None
 
 
 def _generation(trace_id: str | None) -> str:

@@ -178,12 +178,16 @@ def _context(text: str, start: int, words: re.Pattern[str], reach: int = 48) -> 
 # --- private keys, JWTs, API keys, bearer tokens --------------------------------------------------
 
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:[A-Z0-9]+ )*)PRIVATE KEY( BLOCK)?-----")
+_PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
 # A key cut off before its END line: its header and base64 lines.
 _PEM_BODY = re.compile(
     r"(?:\r?\n(?:[A-Za-z0-9+/=]{4,}(?=\r?\n|\Z)|[A-Za-z-]+: [^\r\n]*"
     r"|(?=\r?\n[A-Za-z0-9+/=]{4,})))*+"  # a blank line only before more base64
 )
+# The same with its lines run together by one space (a search snippet's whitespace).
+_PEM_BODY_FLAT = re.compile(r"(?: [A-Za-z0-9+/=]{4,})*+")
 _PEM_REACH = 65536  # the longest PEM key (RSA 16384, with headers) is far shorter
+_BASE64 = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=")
 
 
 def _private_keys(scan: _Scan) -> Iterator[Span]:
@@ -197,8 +201,32 @@ def _private_keys(scan: _Scan) -> Iterator[Span]:
         if end >= 0:
             yield Span(at, end + len(end_line), "private_key")
         else:
-            body = _PEM_BODY.match(text, begin.end())
-            yield Span(at, body.end() if body else begin.end(), "private_key")
+            ends = [body.end() for body in (_PEM_BODY.match(text, begin.end()),) if body]
+            ends += [body.end() for body in (_PEM_BODY_FLAT.match(text, begin.end()),) if body]
+            yield Span(at, max(ends, default=begin.end()), "private_key")
+    # A key's tail without its BEGIN line (a passage that starts inside the key): the base64
+    # lines before its END line. With its BEGIN, the longer span above wins.
+    for at in scan.find_all("-----END", case=True):
+        end = _PEM_END.match(text, at)
+        if end is not None:
+            yield Span(_base64_before(text, at), end.end(), "private_key")
+
+
+def _base64_before(text: str, at: int) -> int:
+    """Where the run of base64 lines (or words) that ends at ``at`` begins: the last line
+    may be short, the others are full (64 characters; 16 or more taken, not prose)."""
+    start, shortest = at, 4
+    while True:
+        cursor = start
+        while cursor > 0 and start - cursor < 2 and text[cursor - 1] in " \r\n":
+            cursor -= 1
+        word = cursor
+        while word > 0 and cursor - word <= 128 and text[word - 1] in _BASE64:
+            word -= 1
+        size = cursor - word
+        if size < shortest or size > 128 or (word > 0 and not text[word - 1].isspace()):
+            return start
+        start, shortest = word, 16
 
 
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")

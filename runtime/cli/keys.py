@@ -53,9 +53,12 @@ def keys() -> None:
 @click.option("--user", default=None, help="The user the key acts for (audit, limits).")
 @click.option(
     "--scopes",
+    "--scope",
+    "scopes",
     default="read",
     show_default=True,
-    help="Comma list of read, ingest, admin, internal, sql, guide.",
+    help="Comma list of read, proxy, ingest, admin, internal, sql, guide "
+    "(proxy: the proxy toolset only, nothing that reads whole documents).",
 )
 @click.option("--expires", default=None, help="30d, 12h, 45m, or an ISO 8601 time.")
 @click.option("--name", default=None, help="A label for lists.")

@@ -171,4 +171,7 @@ TOOLSET = Toolset(
         "STORE_UNAVAILABLE": -32603,
     },
     instructions=instructions,
+    # A key with the 'proxy' scope reaches these tools and nothing else that reads documents
+    # ('read' implies 'proxy': ldims.caller.IMPLIED).
+    scope="proxy",
 )
