@@ -11,6 +11,12 @@ killed, the embedded Redis killed, ``ldims serve`` killed and started again; the
 Redis, PostgreSQL, Tika server and a small tmpfs: Redis restarted empty, Tika unreachable,
 PostgreSQL crashed, the disk full. It fails on any lost or stuck document, a failure without a
 code, or an upload refused other than with a 503 and a code.
+
+``bench/attack.py --short``: tenant globex attacks tenant acme on a fresh ``ldims serve`` with
+keys: a flood of expensive searches (acme's search and ``/health`` stay fast), the search
+budget as an existence oracle (globex's answers do not change when acme uploads globex's query
+words), raw PII through the proxy's highlighting, whole-document reads (memory stays bounded),
+idle and slow connections (closed within the timeout).
 """
 
 from __future__ import annotations
@@ -69,6 +75,14 @@ def test_the_short_fault_run_recovers_from_every_fault(tmp_path: Path) -> None:
         # Every batch's documents were all accepted (11) and all completed: none is a fault's.
         assert (documents, completed, verdict) == (11, 11, "PASS"), (row, _reasons(report))
     assert "**PASS**" in report
+
+
+def test_the_short_attack_run_finds_no_hole(tmp_path: Path) -> None:
+    report = short_run("attack.py", tmp_path / "attack.md", 600)
+    verdicts = [line for line in report.splitlines() if line.startswith("**")]
+    names = [line.split("**")[2].split(":")[0].strip() for line in verdicts]
+    assert names == ["stall", "oracle", "PII", "reads", "idle connections"], report
+    assert all(line.startswith("**PASS**") for line in verdicts), report
 
 
 def _reasons(report: str) -> str:
