@@ -173,3 +173,24 @@ def test_a_flat_opendocument_file_declaring_entities_is_refused(tmp_path: Path) 
     with pytest.raises(PermanentError) as failed:
         extracted(tmp_path, bomb.encode(), "bomb.fodt")
     assert failed.value.code == "HOSTILE_FILE"
+
+
+def test_an_archive_nested_too_deep_is_refused_as_hostile_not_empty(tmp_path: Path) -> None:
+    """A ZIP in a ZIP in a ZIP: the innermost archive is past the nesting bound, and an
+    archive made only of such nesting is a hostile file (a recursive zip bomb's shape), with
+    a reason that says so, not EMPTY_FILE."""
+    innermost = zipped({"deep.txt": b"too deep to read"})
+    chain = zipped({"level2.zip": zipped({"level3.zip": innermost})})
+    with pytest.raises(PermanentError) as refused:
+        extracted(tmp_path, chain, "chain.zip")
+    assert refused.value.code == "HOSTILE_FILE"
+    assert "archive nested deeper than 2 levels" in refused.value.message
+    assert "\n" not in refused.value.message
+
+    # Beside a readable member, the too-deep chain is listed with that code; the rest is read.
+    beside = zipped({"chain.zip": chain, "ok.txt": b"shallow words"})
+    _, result = extracted(tmp_path, beside, "beside.zip")
+    assert "shallow words" in result.text  # type: ignore[attr-defined]
+    errors = result.metadata["member_errors"]  # type: ignore[attr-defined]
+    assert [(e["name"], e["code"]) for e in errors] == [("chain.zip", "HOSTILE_FILE")]
+    assert "nested deeper than 2 levels" in errors[0]["reason"]

@@ -5,6 +5,12 @@ member that fails is listed in ``metadata.member_errors``, the archive still cou
 The zip guard (:mod:`workers.extraction.guards`) has checked every member's real size and
 ratio before this runs. Folders, and the hidden files archivers add (``__MACOSX/``,
 ``.DS_Store``, names starting with a dot), are skipped.
+
+An archive too deep inside others to have its members read (past
+:data:`~workers.extraction.embedded.MAX_DEPTH`) is ``HOSTILE_FILE``, the zip-bomb code: a
+recursive bomb has that shape, and no one packs documents that deep. An archive of which
+nothing could be read because a member was hostile is hostile too, with that member's reason;
+otherwise (every member failed for other reasons, or none) it is ``EMPTY_FILE``.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from pathlib import Path, PurePosixPath
 from ldims.errors import PermanentError
 from workers.extraction.common import ensure_size
 from workers.extraction.containers import ZIP_ERRORS
-from workers.extraction.embedded import Inner
+from workers.extraction.embedded import MAX_DEPTH, Inner
+from workers.extraction.guards import hostile
 from workers.extraction.result import ExtractionLimits, ExtractionResult
 
 FORMAT = "application/zip"
@@ -34,6 +41,8 @@ def extract_zip(path: Path, limits: ExtractionLimits, extract: Extract) -> Extra
             for info in archive.infolist():
                 if info.is_dir() or _hidden(info.filename):
                     continue
+                if limits.depth >= MAX_DEPTH:
+                    raise hostile(f"archive nested deeper than {MAX_DEPTH} levels")
                 with archive.open(info) as member:
                     data = member.read(limits.max_bytes + 1)
                 inner.add_file(info.filename, data, extract)
@@ -43,6 +52,11 @@ def extract_zip(path: Path, limits: ExtractionLimits, extract: Extract) -> Extra
         ) from exc
     text = "\n\n".join(page.text for page in inner.pages if page.text)
     if not text.strip():
+        hostile_member = next((f for f in inner.failures if f["code"] == "HOSTILE_FILE"), None)
+        if hostile_member is not None:
+            raise PermanentError(
+                "HOSTILE_FILE", f"{hostile_member['name']}: {hostile_member['reason']}"
+            )
         read = ", ".join(f"{f['name']}: {f['code']}" for f in inner.failures[:5])
         raise PermanentError(
             "EMPTY_FILE", f"No document in the archive could be read ({read or 'it is empty'})."

@@ -25,7 +25,8 @@ _HEAD = 64 * 1024
 _RATIO_FLOOR = 1024 * 1024
 
 
-def _hostile(reason: str) -> PermanentError:
+def hostile(reason: str) -> PermanentError:
+    """``HOSTILE_FILE`` with ``reason`` (a phrase: "it expands beyond …")."""
     return PermanentError("HOSTILE_FILE", f"Refused as a hostile file: {reason}.")
 
 
@@ -35,7 +36,7 @@ def check_zip(path: Path, limits: ExtractionLimits) -> None:
         with zipfile.ZipFile(path) as archive:
             members = archive.infolist()
             if len(members) > limits.max_zip_members:
-                raise _hostile(f"{len(members)} members (the limit is {limits.max_zip_members})")
+                raise hostile(f"{len(members)} members (the limit is {limits.max_zip_members})")
             total = 0
             for member in members:
                 total += _check_member(archive, member, limits, total)
@@ -53,7 +54,7 @@ def _check_member(
         return 0
     declared = member.file_size
     if declared > _RATIO_FLOOR and declared > member.compress_size * limits.max_zip_ratio:
-        raise _hostile(
+        raise hostile(
             f"member {member.filename!r} expands {declared // max(member.compress_size, 1)}x "
             f"(the limit is {limits.max_zip_ratio}x)"
         )
@@ -64,17 +65,17 @@ def _check_member(
         if is_xml and len(head) < _HEAD:
             head += chunk[: _HEAD - len(head)]
             if _declares_entities(head):
-                raise _hostile(f"XML entity declarations in {member.filename!r} (entity bomb/XXE)")
+                raise hostile(f"XML entity declarations in {member.filename!r} (entity bomb/XXE)")
         size += len(chunk)
         if size > max(declared, member.compress_size) * 1.01 + 1024:
             # zipfile itself stops at the declared size, but other readers (Tika) do not.
-            raise _hostile(f"member {member.filename!r} is larger than its header declares")
+            raise hostile(f"member {member.filename!r} is larger than its header declares")
         if total + size > limits.max_unzipped_bytes:
-            raise _hostile(
+            raise hostile(
                 f"it expands beyond {limits.max_unzipped_bytes} bytes (the unzipped limit)"
             )
         if size > member.compress_size * limits.max_zip_ratio and size > _RATIO_FLOOR:
-            raise _hostile(f"member {member.filename!r} expands more than {limits.max_zip_ratio}x")
+            raise hostile(f"member {member.filename!r} expands more than {limits.max_zip_ratio}x")
     return size
 
 
@@ -83,7 +84,7 @@ def check_xml(path: Path, limits: ExtractionLimits) -> None:
     with path.open("rb") as handle:
         head = handle.read(64 * 1024)
     if _declares_entities(head):
-        raise _hostile("XML entity declarations (entity bomb/XXE)")
+        raise hostile("XML entity declarations (entity bomb/XXE)")
 
 
 def _declares_entities(head: bytes) -> bool:
