@@ -8,11 +8,15 @@ quoted two-word phrases of common words took 4-6 s over one book, and the search
 process share its CPU. :class:`SearchLimits` bounds a query's distinct terms, its phrases and
 the postings it would walk. The phrases are counted in the text before it is parsed (the
 parser runs once per quoted phrase), the rest on the parsed query, from the document
-frequencies of its terms (kept per commit: a warm search pays a dictionary lookup a term).
+frequencies of its terms.
 
-The estimate counts postings in the whole index, not in the tenant's chunks: it needs no
-posting read. The refusal names the limit, never the estimate, which would tell how common a
-word is in other tenants' documents.
+Every count is the searching tenant's own: a term's frequency is the tenant's live chunks
+holding it (:meth:`~indexer.evaluate.Snapshot.tenant_frequency`, kept per commit: a warm
+search pays a dictionary lookup a term, a cold one reads the arrays scoring reads anyway). An
+index-wide count made the refusal an oracle: a query sized to sit at the limit with a word of
+one's own was refused exactly when another tenant held the other word. Phrases are walked
+over the tenant's chunks only (see :mod:`indexer.evaluate`), so the estimate is also what the
+walk costs. The refusal names the limit, never the estimate.
 """
 
 from __future__ import annotations
@@ -20,7 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from whoosh.query import MultiTerm, Phrase, Query, Term
-from whoosh.reading import IndexReader
 
 from indexer.evaluate import Snapshot, scored_by_arrays
 from indexer.model import QueryOverBudget
@@ -31,6 +34,11 @@ _Term = tuple[str, str | bytes]
 # A posting that Whoosh's matchers step through costs about this many scored from arrays
 # (300-1,600 ns against 15-50 ns, measured).
 WALK_COST = 20
+# A posting of a phrase's word costs about this many: the phrase reads and compares the word
+# positions of every chunk holding all its words (10-16 µs a word posting, measured warm on War
+# and Peace in 1,748 chunks: "of the" 55 ms, "prince andrew" 11 ms). Counted at WALK_COST, 16
+# phrases of common words passed the budget and ran to the 10 s deadline (issue 33).
+PHRASE_COST = 400
 
 
 @dataclass(frozen=True)
@@ -43,9 +51,9 @@ class SearchLimits:
     # Quoted phrases, and words the analyser splits into several tokens (Chinese words in
     # exact mode): each is a walk of Whoosh's matchers.
     max_phrases: int = 16
-    # Postings the search would walk, those Whoosh steps through counted WALK_COST times: at
-    # 20M a search walks for about a second at worst, while ten common words over the 100k
-    # chunks of the scale target come to about 2M.
+    # Postings the search would walk, those Whoosh steps through counted WALK_COST times (a
+    # phrase's PHRASE_COST times): at 20M a search walks for about a second at worst, while
+    # ten common words over the 100k chunks of the scale target come to about 2M.
     max_postings: int = 20_000_000
 
 
@@ -55,31 +63,34 @@ def check_quoted(phrases: int, limits: SearchLimits) -> None:
         raise QueryOverBudget(_too_many_phrases(phrases, limits))
 
 
-def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits) -> None:
-    """Refuse a parsed query over any limit (terms, then phrases, then postings)."""
-    cost = _Cost(snapshot.searcher.reader(), limits.max_terms)
+def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits, tenant: str) -> None:
+    """Refuse a parsed query over any limit (terms, then phrases, then ``tenant``'s postings)."""
+    cost = _Cost()
     cost.add(parsed, walked=not scored_by_arrays(parsed))
     # Terms as the index holds them (a term repeated in the query is converted once).
     scored = _held(snapshot, cost.scored)
     walks = _held(snapshot, cost.walks)
-    terms = {text for _field, text in scored} | {text for _field, text in walks}
+    phrased = _held(snapshot, cost.phrased)
+    terms = {text for _field, text in [*scored, *walks, *phrased]}
     if len(terms) > limits.max_terms:
-        counted = f"more than {limits.max_terms}" if cost.truncated else str(len(terms))
         raise QueryOverBudget(
-            f"The query has {counted} distinct search terms (words after stemming, without "
+            f"The query has {len(terms)} distinct search terms (words after stemming, without "
             f"stop words); at most {limits.max_terms} are allowed. Use fewer words."
         )
     if cost.phrases > limits.max_phrases:
         raise QueryOverBudget(_too_many_phrases(cost.phrases, limits))
     # Arrays read a term once per search; every walk steps through its postings again.
-    frequency = snapshot.held_frequency
+    def frequency(key: tuple[str, bytes]) -> int:
+        return snapshot.tenant_frequency(tenant, key)
+
     postings = sum(frequency(key) for key in scored)
     postings += WALK_COST * sum(count * frequency(key) for key, count in walks.items())
+    postings += PHRASE_COST * sum(count * frequency(key) for key, count in phrased.items())
     if postings > limits.max_postings:
         raise QueryOverBudget(
-            "The query's words are too common in this index: the search would walk more than "
-            f"{limits.max_postings:,} postings (those of a phrase, a NOT or a range count "
-            f"{WALK_COST} times). Use fewer or rarer words, or fewer phrases."
+            "The query's words are too common in your documents: the search would walk more than "
+            f"{limits.max_postings:,} postings (those of a NOT count {WALK_COST} times, those of "
+            f"a phrase's words {PHRASE_COST} times). Use fewer or rarer words, or fewer phrases."
         )
 
 
@@ -102,15 +113,14 @@ def _too_many_phrases(phrases: int, limits: SearchLimits) -> str:
 
 class _Cost:
     """The terms and phrases of a query: each term with the times it is read from arrays
-    (``scored``) or stepped through by Whoosh's matchers (``walks``)."""
+    (``scored``), stepped through by Whoosh's matchers (``walks``) or by a phrase's, which
+    compares positions too (``phrased``)."""
 
-    def __init__(self, reader: IndexReader, max_terms: int) -> None:
-        self.reader = reader
-        self.max_terms = max_terms
+    def __init__(self) -> None:
         self.scored: dict[_Term, int] = {}
         self.walks: dict[_Term, int] = {}
+        self.phrased: dict[_Term, int] = {}
         self.phrases = 0
-        self.truncated = False  # a range's expansion stopped past the term limit
 
     def add(self, node: Query, walked: bool) -> None:
         """Count ``node``; ``walked``: Whoosh's matchers step through it (see evaluate)."""
@@ -122,13 +132,12 @@ class _Cost:
         elif isinstance(node, Phrase):
             self.phrases += 1
             for word in node.words:
-                self._walk(node.fieldname, word)
+                term = (node.fieldname, word)
+                self.phrased[term] = self.phrased.get(term, 0) + 1
         elif isinstance(node, MultiTerm):
-            for number, (fieldname, text) in enumerate(node.expanded_terms(self.reader)):
-                if number > self.max_terms:  # a range may span the whole lexicon
-                    self.truncated = True
-                    break
-                self._walk(fieldname, text)
+            # Our parsers take no ranges or wildcards: they expand over the whole index's
+            # lexicon, other tenants' words included (how many there are would show).
+            raise QueryOverBudget("Ranges and wildcards are not supported; search for words.")
         elif node.is_leaf():
             for fieldname, text in node.iter_all_terms():
                 self._walk(fieldname, text)

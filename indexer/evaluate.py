@@ -50,12 +50,9 @@ _EMPTY: Scored = (np.zeros(0, np.int64), np.zeros(0, np.float64))
 _MASK_BYTES = 64 * 2**20
 # Scored postings a commit keeps (16 bytes each) before its term cache starts again.
 _MAX_SCORED_POSTINGS = 2_000_000
-# Document frequencies a commit keeps (for the cost estimate of a query, and a tenant's own)
-# before starting again.
+# A tenant's document frequencies a commit keeps (its statistics and its queries' cost
+# estimates) before starting again.
 _MAX_FREQUENCIES = 100_000
-# Below this many allowed chunks per posting, a phrase is checked at each allowed chunk
-# rather than walked over all its matches (one skip costs about three steps of a walk).
-_STEP_COST = 3
 # Allowed chunks a phrase is stood on between two looks at the search's deadline (steps of
 # the matcher itself look at it on their own: see deadline.CheckedSearcher).
 _CHECK_STEPS = 512
@@ -82,7 +79,6 @@ class CommitCaches:
         self._lock = threading.Lock()  # guards changes to the tables below and the count
         self.terms: dict[tuple[str, str, bytes], Scored] = {}  # (tenant, field, term)
         self.scored_postings = 0
-        self.frequencies: dict[tuple[str, bytes], int] = {}
         self.tenant_frequencies: dict[tuple[str, str, bytes], int] = {}
         # (tenant, field) -> (live chunks, average length): the tenant's own statistics.
         self.tenant_fields: dict[tuple[str, str], tuple[int, float]] = {}
@@ -114,12 +110,6 @@ class CommitCaches:
             self.terms[key] = found
             self.scored_postings += len(found[0])
         return found
-
-    def keep_frequency(self, key: tuple[str, bytes], frequency: int) -> None:
-        with self._lock:
-            if len(self.frequencies) >= _MAX_FREQUENCIES:
-                self.frequencies.clear()
-            self.frequencies[key] = frequency
 
     def keep_tenant_frequency(self, key: tuple[str, str, bytes], frequency: int) -> None:
         with self._lock:
@@ -263,13 +253,21 @@ class Snapshot:
 
     def tenant_idf(self, tenant: str, fieldname: str, text: bytes) -> float:
         """Lucene's idf of a term among the tenant's live chunks (its frequency kept)."""
-        key = (tenant, fieldname, text)
-        frequency = self.caches.tenant_frequencies.get(key)
-        if frequency is None:
-            ids, _ = self.term_postings(fieldname, text)
-            frequency = int(np.count_nonzero(self.population(tenant)[ids]))
-            self.caches.keep_tenant_frequency(key, frequency)
+        frequency = self.tenant_frequency(tenant, (fieldname, text))
         return lucene_idf(self.tenant_field(tenant, fieldname)[0], frequency)
+
+    def tenant_frequency(self, tenant: str, key: tuple[str, bytes]) -> int:
+        """The tenant's live chunks holding a term given as :meth:`term_key` makes it: what
+        its statistics and its cost budget count, never another tenant's chunks. Kept per
+        commit (a warm search pays a dictionary lookup); the first look reads the term's
+        posting arrays, which scoring it reads anyway (and keeps across commits)."""
+        held = (tenant, *key)
+        frequency = self.caches.tenant_frequencies.get(held)
+        if frequency is None:
+            ids, _ = self.term_postings(*key)
+            frequency = int(np.count_nonzero(self.population(tenant)[ids]))
+            self.caches.keep_tenant_frequency(held, frequency)
+        return frequency
 
     def _read_term_mask(self, fieldname: str, value: str) -> np.ndarray:
         mask = np.zeros(self.size, dtype=bool)
@@ -278,19 +276,6 @@ class Snapshot:
             ids, _ = self.store.term(leaf.arrays, leaf.searcher.reader(), fieldname, text)
             mask[ids.astype(np.int64) + leaf.offset] = True
         return mask
-
-    def frequency(self, fieldname: str, text: str | bytes) -> int:
-        """Chunks holding a term (deleted ones included, as Whoosh counts), kept per commit."""
-        key = self.term_key(fieldname, text)
-        return 0 if key is None else self.held_frequency(key)
-
-    def held_frequency(self, key: tuple[str, bytes]) -> int:
-        """:meth:`frequency` of a term given as :meth:`term_key` makes it."""
-        found = self.caches.frequencies.get(key)
-        if found is None:
-            found = self.searcher.doc_frequency(*key)
-            self.caches.keep_frequency(key, found)
-        return found
 
     def term_key(self, fieldname: str, text: str | bytes) -> tuple[str, bytes] | None:
         """(field, term bytes) as the index holds it; None when the schema has no such term."""
@@ -392,15 +377,19 @@ class Snapshot:
         ids: list[int] = []
         scores: list[float] = []
         # Only a phrase's matcher can be moved to chosen chunks and scored there; others (an
-        # ANDMAYBE scores its optional side where that side stands) are walked whole.
-        stand_on_allowed = type(parsed) is Phrase and len(allowed_ids) < _STEP_COST * sum(
-            self.frequency(fieldname, text) for fieldname, text in parsed.iter_all_terms()
-        )
+        # ANDMAYBE scores its optional side where that side stands) are walked whole. A phrase
+        # stands only on the allowed chunks holding all its words (from the posting arrays):
+        # its cost then grows with the tenant's chunks, not with what other tenants hold.
+        phrase = type(parsed) is Phrase
+        if phrase:
+            allowed_ids = self._holding_all(parsed, allowed)
+            if not len(allowed_ids):
+                return _EMPTY
         # The searcher's term matchers look at the deadline as Whoosh steps them.
         for leaf in self.leaves:
             matcher = parsed.matcher(leaf.searcher, context)
             size = leaf.arrays.size
-            if stand_on_allowed:
+            if phrase:
                 local_ids: Any = _stand_on(matcher, allowed_ids, leaf.offset, size)
             else:
                 local_ids = _walk(matcher)
@@ -412,6 +401,22 @@ class Snapshot:
         if not ids:
             return _EMPTY
         return np.array(ids, dtype=np.int64), np.array(scores, dtype=np.float64)
+
+
+    def _holding_all(self, parsed: Phrase, allowed: np.ndarray) -> np.ndarray:
+        """The allowed chunks holding every word of ``parsed`` (ascending), rarest word first."""
+        postings = []
+        for fieldname, text in parsed.iter_all_terms():
+            key = self.term_key(fieldname, text)
+            if key is None:
+                return np.zeros(0, dtype=np.int64)
+            postings.append(self.term_postings(*key)[0])
+        postings.sort(key=len)
+        found = postings[0][allowed[postings[0]]] if postings else np.zeros(0, dtype=np.int64)
+        for ids in postings[1:]:
+            check()
+            found = np.intersect1d(found, ids, assume_unique=True)
+        return found
 
 
 @dataclass(frozen=True)

@@ -114,7 +114,7 @@ def check_keyword_cost(
         raise
     except QueryUnprocessable:
         return
-    check_query(parsed, snapshot, limits)
+    check_query(parsed, snapshot, limits, request.tenant)
 
 
 def rank_keyword(
@@ -126,7 +126,7 @@ def rank_keyword(
 ) -> KeywordRanking:
     """The ``wanted`` best documents of the keyword (or exact) query, without their hits."""
     parsed, fallback = _parse(searcher, request, limits)
-    check_query(parsed, snapshot, limits)
+    check_query(parsed, snapshot, limits, request.tenant)
     check()
     allowed = allowed_chunks(snapshot, request)
     ids, scores = snapshot.evaluate(parsed, allowed, request.tenant)
@@ -327,9 +327,11 @@ def _new_parser(schema: Schema, mode: str, group: type[qparser.GroupNode]) -> qp
         parser = qparser.MultifieldParser(
             ["title", "text"], schema, fieldboosts={"title": _TITLE_BOOST}, group=group
         )
-    # Users type words, not field names or wildcards over the whole lexicon.
+    # Users type words, not field names, wildcards or ranges: the last two expand over the
+    # whole index's lexicon, and what they would count is other tenants' words too.
     parser.remove_plugin_class(qparser.FieldsPlugin)
     parser.remove_plugin_class(qparser.WildcardPlugin)
+    parser.remove_plugin_class(qparser.RangePlugin)
     return parser
 
 

@@ -111,4 +111,6 @@ def test_eight_clients_sending_it_stall_no_other_tenant(budgeted: Stack) -> None
         for thread in threads:
             thread.join(30)
     assert slowest < 1.0, f"slowest answer {slowest:.2f}s"
-    assert len(heavy_answers) > 50 and set(heavy_answers) == {422}
+    # Refused by the budget, or (past mallory's share of concurrent searches) told to retry.
+    assert len(heavy_answers) > 50 and 422 in heavy_answers
+    assert set(heavy_answers) <= {422, 429}

@@ -38,6 +38,8 @@ COMMON_RPC_CODES: dict[str, int] = {
     "REQUEST_TIMEOUT": INTERNAL_ERROR,
     # Answered by GET /sse before any session exists (429); mapped like the proxy's rate limit.
     "TOO_MANY_SESSIONS": -32006,
+    # A caller over its share of concurrent searches (429; retryAfterSeconds in the details).
+    "TOO_MANY_REQUESTS": -32006,
 }
 # How long an agent should wait before reading a document that is still being processed.
 RETRY_AFTER_SECONDS = 5

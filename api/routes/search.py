@@ -9,16 +9,24 @@ them all, so REST and MCP refuse the same requests with the same codes.
 from __future__ import annotations
 
 from fastapi import APIRouter
-from starlette.concurrency import run_in_threadpool
 
 from api.deps import DocumentsDep, ReaderDep
-from api.schemas import error_responses
+from api.schemas import ERRORS, error_responses
 from ldims.documents import SearchOutput, search_filters
 
 router = APIRouter(prefix="/api", tags=["search"])
+_ERRORS = {
+    **ERRORS,
+    429: "TOO_MANY_REQUESTS: the caller's searches already fill its share (Retry-After says "
+    "when to try again).",
+}
 
 
-@router.get("/search", response_model=SearchOutput, responses=error_responses(422, 504))
+@router.get(
+    "/search",
+    response_model=SearchOutput,
+    responses=error_responses(422, 429, 504, descriptions=_ERRORS),
+)
 async def search(
     documents: DocumentsDep,
     caller: ReaderDep,
@@ -44,6 +52,5 @@ async def search(
             "collection": collection,
         }
     )
-    return await documents.search.search(
-        caller, query, maxResults, filters, offset, blocking=run_in_threadpool
-    )
+    # The core waits for the caller's turn and runs the search on its own pool.
+    return await documents.search.search(caller, query, maxResults, filters, offset)

@@ -11,12 +11,19 @@ Caps: ``maxResults`` is an integer from 1 to :data:`MAX_RESULTS_BOUND` (the long
 LDIMS listing returns); above ``SEARCH_MAX_RESULTS_HARD_LIMIT`` it is lowered to the limit and
 ``searchMetadata`` says so. Beyond the bound it is an error, never silently cut.
 
+Who runs when: every search, whichever method it comes through (:meth:`~DocumentSearch.search`,
+:meth:`~DocumentSearch.search_now`, :meth:`~DocumentSearch.ranked`, :meth:`~DocumentSearch.bm25`),
+first takes a slot of :class:`~ldims.admission.SearchAdmission`: a tenant and a key run at most
+their share of the process's searches, wait their turn fairly, or are refused with
+``TOO_MANY_REQUESTS`` (429) — never another caller.
+
 Where it runs: most searches take about a millisecond, less than handing them to a thread
 and back (measured: a third more searches a second at the MCP benchmark). So
 :meth:`DocumentSearch.search` first tries the search on the calling event loop for at most
 ``MCP_INLINE_SEARCH_SECONDS``, and only when a searcher is free and current; otherwise it goes
-on in a thread (the adapter's ``blocking`` runner) under the search's own deadline, so a
-timed-out search stops instead of running on abandoned.
+on in a thread of the searches' own pool (not anyio's, which every sync route and ``/health``
+share) under the search's own deadline, so a timed-out search stops instead of running on
+abandoned. The other methods run in their caller's thread, holding their slot.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 import indexer
 from indexer.embedding import Embedder, EmbedderUnavailable, QueryCache
+from ldims.admission import AdmissionLimits, SearchAdmission
 from ldims.caller import Caller
 from ldims.catalog import public_document_id
 from ldims.compact_schema import compact_field
@@ -178,6 +186,7 @@ class DocumentSearch:
         self._index = index  # opened on first use: a process that never searches never opens it
         self._embedder = embedder  # loaded on first use too
         self._queries = QueryCache(settings.embedding_query_cache_size)
+        self.admission = SearchAdmission(AdmissionLimits.of(settings))
 
     async def search(
         self,
@@ -187,25 +196,34 @@ class DocumentSearch:
         filters: SearchFilters | None = None,
         offset: int = 0,
         *,
-        blocking: Blocking[Any],
+        blocking: Blocking[Any] | None = None,
     ) -> SearchOutput:
-        """Validate, search (quickly on this loop, else through ``blocking``) and answer."""
+        """Validate, wait for the caller's turn, search (quickly on this loop, else on the
+        searches' own pool) and answer. ``blocking`` is not used any more (searches have
+        their pool); adapters may still pass it."""
         prepared = self.prepare(caller, query, max_results, filters, offset)
         now = time.monotonic()
         left = anyio.current_effective_deadline() - anyio.current_time()  # inf: no limit set
         end = now + min(left, self.settings.search_timeout_seconds)
-        if prepared.needs_vector:
-            cached = self._cached_vector(prepared)
-            if not cached:  # embedding a query takes milliseconds of CPU: not on the loop
-                await blocking(lambda: self._add_vector(prepared))
-        quick = self.settings.mcp_inline_search_seconds
-        found = None
-        if quick > 0:
-            with contextlib.suppress(indexer.SearcherBusy, indexer.SearchOverdue):
-                found = self._run(prepared, min(quick, end - time.monotonic()), wait=False)
-        if found is None:
-            found = await blocking(lambda: self._run(prepared, end - time.monotonic()))
+        async with self.admission.admitted(caller) as on_pool:
+            if prepared.needs_vector and not self._cached_vector(prepared):
+                # embedding a query takes milliseconds of CPU: not on the loop
+                await on_pool(lambda: self._add_vector(prepared))
+            quick = self.settings.mcp_inline_search_seconds
+            found = None
+            if quick > 0:
+                with contextlib.suppress(indexer.SearcherBusy, indexer.SearchOverdue):
+                    found = self._run(prepared, min(quick, end - time.monotonic()), wait=False)
+            if found is None:
+                found = await on_pool(lambda: self._run(prepared, end - time.monotonic()))
         return self.present(prepared, found)
+
+    def _finish(self, prepared: _Prepared, end: float) -> indexer.SearchResults:
+        """The search in the calling thread: the query's vector first if it needs one, then
+        the search, by ``end`` (a monotonic time)."""
+        if prepared.needs_vector:
+            self._add_vector(prepared)
+        return self._run(prepared, end - time.monotonic())
 
     def search_now(
         self,
@@ -217,11 +235,9 @@ class DocumentSearch:
     ) -> SearchOutput:
         """The same search, blocking the calling thread (CLI, guide links, benchmarks)."""
         prepared = self.prepare(caller, query, max_results, filters, offset)
-        started = time.monotonic()
-        if prepared.needs_vector:
-            self._add_vector(prepared)
-        left = self.settings.search_timeout_seconds - (time.monotonic() - started)
-        return self.present(prepared, self._run(prepared, left))
+        with self.admission.slot(caller):
+            end = time.monotonic() + self.settings.search_timeout_seconds
+            return self.present(prepared, self._finish(prepared, end))
 
     def ranked(
         self,
@@ -245,11 +261,9 @@ class DocumentSearch:
             fusion=fusion or prepared.request.fusion,
             rerank_blend=rerank_blend,
         )
-        started = time.monotonic()
-        if prepared.needs_vector:
-            self._add_vector(prepared)
-        left = self.settings.search_timeout_seconds - (time.monotonic() - started)
-        return self._run(prepared, left), prepared.notes
+        with self.admission.slot(caller):
+            end = time.monotonic() + self.settings.search_timeout_seconds
+            return self._finish(prepared, end), prepared.notes
 
     def bm25(
         self, caller: Caller, query: str, limit: int, collection: str | None = None
@@ -262,9 +276,12 @@ class DocumentSearch:
         if len(query) > indexer.MAX_QUERY_CHARS:
             raise InvalidInput(field="query", issue=f"at most {indexer.MAX_QUERY_CHARS} characters")
         within = self.settings.search_timeout_seconds
-        return self._checked(
-            lambda: self._index().lexical_search(caller.tenant, query, limit, collection, within)
-        )
+        with self.admission.slot(caller):
+            return self._checked(
+                lambda: self._index().lexical_search(
+                    caller.tenant, query, limit, collection, within
+                )
+            )
 
     # --- the steps -----------------------------------------------------------------------------
     def prepare(
@@ -351,8 +368,13 @@ class DocumentSearch:
     def _add_vector(self, prepared: _Prepared) -> None:
         """Put the query's vector on ``prepared``; when the model cannot answer, a hybrid
         search goes on as a keyword search (and says so), a dense one fails."""
-        # A query over the keyword budget is refused before its embedding is paid for.
-        self._checked(lambda: self._index().check_cost(prepared.request, self._left(prepared)))
+        # A query over the keyword budget is refused before its embedding is paid for. Out of
+        # time already (the check reads postings): the search that follows stops on its own
+        # deadline at once and answers for it.
+        try:
+            self._checked(lambda: self._index().check_cost(prepared.request, self._left(prepared)))
+        except SearchTimeout:
+            return
         found = self.query_vector(prepared.request.query)
         if found is None:
             if prepared.request.mode == "dense":

@@ -1,0 +1,270 @@
+"""Fair admission of searches: how many run at once, whose turn is next, and who is refused.
+
+A search takes one of ``total`` slots for as long as it runs. A tenant holds at most
+``per_tenant`` of them and an API key at most ``per_key``, so one caller flooding the server
+fills its own share and never the others'. Measured before this (issue 33): 48 concurrent
+16-phrase searches of one tenant filled the 40 threads anyio shares with every sync route,
+and another tenant's 10 ms search took 8.6 s, ``/health`` 2.5 s.
+
+A caller over its share waits, at most ``queue_seconds`` and at most as many searches as its
+share (more are refused at once: a waiting search holds a request, and a sync one a thread);
+then it is refused with :class:`~ldims.errors.TooManyRequests` and ``retryAfterSeconds``.
+When a slot frees, the tenants with a search waiting take turns (round robin), so a tenant's
+backlog never goes before another tenant's single search.
+
+Searches that are awaited (REST ``/api/search``, MCP ``searchDocuments``) run on this
+module's own thread pool of ``total`` threads (:meth:`SearchAdmission.run`), never on
+anyio's shared one; those already on a thread of their caller (qmd's tools, the CLI, guide
+links) hold a slot in that thread (:meth:`SearchAdmission.slot`). A slot taken for a thread
+is given back when the thread's work ends, not when an impatient caller stops waiting: the
+search keeps to its own deadline and still counts until then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import math
+import threading
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator, Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from ldims.caller import Caller
+from ldims.errors import TooManyRequests
+from ldims.settings import Settings
+
+T = TypeVar("T")
+
+
+@dataclass(eq=False)
+class _Waiter:
+    tenant: str
+    key: str | None
+    wake: Callable[[], None]
+    granted: bool = False
+
+
+@dataclass(frozen=True)
+class AdmissionLimits:
+    total: int
+    per_tenant: int
+    per_key: int
+    queue_seconds: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> AdmissionLimits:
+        return cls(
+            total=settings.search_concurrency,
+            per_tenant=min(settings.search_concurrency_per_tenant, settings.search_concurrency),
+            per_key=settings.search_concurrency_per_key,
+            queue_seconds=settings.search_queue_seconds,
+        )
+
+
+@dataclass
+class _Counts:
+    running: dict[str | None, int] = field(default_factory=dict)
+    waiting: dict[str | None, int] = field(default_factory=dict)
+
+    def add(self, table: str, name: str | None, step: int) -> None:
+        counts = self.running if table == "running" else self.waiting
+        value = counts.get(name, 0) + step
+        if value:
+            counts[name] = value
+        else:
+            counts.pop(name, None)
+
+
+class SearchAdmission:
+    """The slots of one process's searches (see the module's docstring)."""
+
+    def __init__(self, limits: AdmissionLimits) -> None:
+        self.limits = limits
+        self._lock = threading.Lock()  # guards everything below; never held over a search
+        self._running = 0
+        self._tenants = _Counts()
+        self._keys = _Counts()
+        # Tenants with a search waiting, in turn order; each tenant's waiters in arrival order.
+        self._queue: OrderedDict[str, deque[_Waiter]] = OrderedDict()
+        self._pool = ThreadPoolExecutor(max_workers=limits.total, thread_name_prefix="search")
+
+    @property
+    def retry_after(self) -> int:
+        """Seconds a refused caller is told to wait (whole seconds, as ``Retry-After``)."""
+        return max(1, math.ceil(self.limits.queue_seconds))
+
+    @property
+    def running(self) -> int:
+        return self._running
+
+    # --- awaited searches ----------------------------------------------------------------------
+    async def run(self, caller: Caller, work: Callable[[], T]) -> T:
+        """``work()`` on the search pool once ``caller`` has a slot (waiting its turn)."""
+        async with self.admitted(caller) as handoff:
+            return await handoff(work)
+
+    @contextlib.asynccontextmanager
+    async def admitted(
+        self, caller: Caller
+    ) -> AsyncIterator[Callable[[Callable[[], T]], asyncio.Future[T]]]:
+        """A slot for ``caller`` during the block (work on the event loop may use it), and a
+        function handing work to the pool: the slot goes back when the block has ended and
+        every piece of work handed over has ended too (even if nobody awaits it any more)."""
+        await self._acquire_async(caller)
+        holders = 1  # the block, and each piece of work on the pool
+        holders_lock = threading.Lock()
+
+        def drop() -> None:
+            nonlocal holders
+            with holders_lock:
+                holders -= 1
+                last = not holders
+            if last:
+                self._release(caller)
+
+        def handoff(work: Callable[[], T]) -> asyncio.Future[T]:
+            nonlocal holders
+            with holders_lock:
+                holders += 1
+            context = contextvars.copy_context()  # the request's log id and deadline
+            future: Future[T] = self._pool.submit(context.run, work)
+            future.add_done_callback(lambda _: drop())  # run, failed or cancelled
+            return asyncio.wrap_future(future)
+
+        try:
+            yield handoff
+        finally:
+            drop()
+
+    async def _acquire_async(self, caller: Caller) -> None:
+        loop = asyncio.get_running_loop()
+        woken = loop.create_future()
+
+        def wake() -> None:
+            loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
+
+        waiter = self._enter(caller, wake)
+        if waiter is None:
+            return
+        try:
+            await asyncio.wait_for(asyncio.shield(woken), self.limits.queue_seconds)
+        except TimeoutError:
+            if self._leave(waiter):
+                raise self._refusal() from None
+            # granted just as the wait ran out: the slot is this search's
+        except BaseException:  # the caller gave up (cancelled)
+            if not self._leave(waiter):
+                self._release(caller)  # granted meanwhile: pass it on
+            raise
+
+    # --- searches already on a thread ---------------------------------------------------------
+    @contextlib.contextmanager
+    def slot(self, caller: Caller) -> Iterator[None]:
+        """A slot for ``caller`` while the block runs in this thread (waiting its turn)."""
+        woken = threading.Event()
+        waiter = self._enter(caller, woken.set)
+        # Past the wait, a waiter granted a slot at that instant keeps it (_leave: False).
+        if waiter is not None and not woken.wait(self.limits.queue_seconds) and self._leave(waiter):
+            raise self._refusal()
+        try:
+            yield
+        finally:
+            self._release(caller)
+
+    # --- the slots -----------------------------------------------------------------------------
+    def _enter(self, caller: Caller, wake: Callable[[], None]) -> _Waiter | None:
+        """Take a slot now (None), or queue ``caller`` (its waiter), or refuse it."""
+        tenant, key = caller.tenant, caller.key_id
+        with self._lock:
+            if self._free_for(tenant, key) and not self._queue.get(tenant):
+                self._take(tenant, key)
+                return None
+            limits = self.limits
+            if (
+                limits.queue_seconds <= 0
+                or self._tenants.waiting.get(tenant, 0) >= limits.per_tenant
+                or (key is not None and self._keys.waiting.get(key, 0) >= limits.per_key)
+            ):
+                raise self._refusal()
+            waiter = _Waiter(tenant, key, wake)
+            self._queue.setdefault(tenant, deque()).append(waiter)
+            self._tenants.add("waiting", tenant, 1)
+            if key is not None:
+                self._keys.add("waiting", key, 1)
+            return waiter
+
+    def _leave(self, waiter: _Waiter) -> bool:
+        """Take ``waiter`` out of the queue: True; False when it was granted a slot already."""
+        with self._lock:
+            if waiter.granted:
+                return False
+            waiting = self._queue.get(waiter.tenant)
+            if waiting is not None:
+                waiting.remove(waiter)
+                if not waiting:
+                    del self._queue[waiter.tenant]
+            self._unqueue(waiter)
+            return True
+
+    def _release(self, caller: Caller) -> None:
+        with self._lock:
+            self._running -= 1
+            self._tenants.add("running", caller.tenant, -1)
+            if caller.key_id is not None:
+                self._keys.add("running", caller.key_id, -1)
+            self._grant()
+
+    def _grant(self) -> None:
+        """Under the lock: hand free slots to waiting searches, the tenants taking turns."""
+        progress = True
+        while progress and self._running < self.limits.total and self._queue:
+            progress = False
+            for tenant in list(self._queue):
+                waiting = self._queue[tenant]
+                waiter = next((w for w in waiting if self._free_for(tenant, w.key)), None)
+                if waiter is None:
+                    continue
+                waiting.remove(waiter)
+                del self._queue[tenant]
+                if waiting:
+                    self._queue[tenant] = waiting  # to the back of the turn order
+                self._unqueue(waiter)
+                self._take(tenant, waiter.key)
+                waiter.granted = True
+                waiter.wake()
+                progress = True
+                break
+
+    def _free_for(self, tenant: str, key: str | None) -> bool:
+        limits = self.limits
+        return (
+            self._running < limits.total
+            and self._tenants.running.get(tenant, 0) < limits.per_tenant
+            and (key is None or self._keys.running.get(key, 0) < limits.per_key)
+        )
+
+    def _take(self, tenant: str, key: str | None) -> None:
+        self._running += 1
+        self._tenants.add("running", tenant, 1)
+        if key is not None:
+            self._keys.add("running", key, 1)
+
+    def _unqueue(self, waiter: _Waiter) -> None:
+        self._tenants.add("waiting", waiter.tenant, -1)
+        if waiter.key is not None:
+            self._keys.add("waiting", waiter.key, -1)
+
+    def _refusal(self) -> TooManyRequests:
+        return TooManyRequests(
+            "Too many of your searches are running or waiting; retry after "
+            f"{self.retry_after} s.",
+            retryAfterSeconds=self.retry_after,
+        )
+
+    def close(self) -> None:
+        """Let the pool's threads end once their searches do."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
