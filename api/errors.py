@@ -34,6 +34,9 @@ def error_response(error: LdimsError) -> JSONResponse:
         body = {"status": "processing", "message": error.message, **error.details}
         return JSONResponse(body, status_code=202, headers={"Retry-After": "2"})
     headers = {"WWW-Authenticate": "Bearer"} if error.http_status == 401 else None
+    retry = error.details.get("retryAfterSeconds")
+    if error.http_status == 429 and isinstance(retry, int):  # when to come back, as HTTP says
+        headers = {"Retry-After": str(retry)}
     return JSONResponse(error.body(), status_code=error.http_status, headers=headers)
 
 

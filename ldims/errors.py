@@ -12,6 +12,7 @@
     ├── QueryUnprocessable  422      QUERY_UNPROCESSABLE   nothing searchable in the query
     ├── PayloadTooLarge     413      TOO_LARGE         upload or fetched body over the limit
     ├── TooManySessions     429      TOO_MANY_SESSIONS the SSE transport's session caps
+    ├── TooManyRequests     429      TOO_MANY_REQUESTS a caller over its share of searches
     ├── ServiceUnavailable  503      SERVER_ERROR      broker/catalog down: nothing was queued
     ├── BackendError        500      BACKEND_API_ERROR index/catalog failed under an MCP tool
     ├── SearchTimeout       504      SEARCH_TIMEOUT    a search over MCP_REQUEST_TIMEOUT_SECONDS
@@ -111,6 +112,16 @@ class TooManySessions(LdimsError):
     code = "TOO_MANY_SESSIONS"
     http_status = 429
     default_message = "Too many SSE sessions are open; close one or try again later."
+
+
+class TooManyRequests(LdimsError):
+    """The caller (its tenant or its key) already runs its share of searches: it may retry
+    after ``retryAfterSeconds`` (REST also sends ``Retry-After``); other callers are not
+    affected."""
+
+    code = "TOO_MANY_REQUESTS"
+    http_status = 429
+    default_message = "Too many searches of yours are running; try again shortly."
 
 
 class QueryUnprocessable(LdimsError):

@@ -238,6 +238,41 @@ class Settings(BaseSettings):
         description="Most postings (term occurrences in chunks) one search may walk, estimated "
         "before it starts; past it QUERY_UNPROCESSABLE.",
     )
+    search_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=256,
+        description="Searches one API process runs at once (REST, MCP documents and qmd tools), "
+        "on a thread pool of their own; more wait their turn, fairly between tenants.",
+    )
+    search_concurrency_per_tenant: int = Field(
+        default=3,
+        ge=1,
+        le=256,
+        description="Searches one tenant may run at once (its share of LDIMS_SEARCH_CONCURRENCY); "
+        "as many more may wait. Past that, 429 TOO_MANY_REQUESTS with Retry-After.",
+    )
+    search_concurrency_per_key: int = Field(
+        default=3,
+        ge=1,
+        le=256,
+        description="Searches one API key may run at once (within its tenant's share); as many "
+        "more may wait. Past that, 429 TOO_MANY_REQUESTS with Retry-After.",
+    )
+    search_queue_seconds: float = Field(
+        default=2.0,
+        ge=0,
+        le=60,
+        description="How long a search waits for its turn before it is refused with 429 "
+        "TOO_MANY_REQUESTS (0: refused at once when the caller's share is in use).",
+    )
+    health_probe_timeout_seconds: float = Field(
+        default=2.0,
+        gt=0,
+        le=60,
+        description="Time each /health probe (broker, catalog, index, extractor) may take; the "
+        "probes run on threads of their own, never behind searches or other requests.",
+    )
 
     # --- index -----------------------------------------------------------------------------
     index_optimize_interval_seconds: int = Field(
@@ -430,6 +465,32 @@ class Settings(BaseSettings):
     # --- API -----------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="Bind address of the API.")
     port: int = Field(default=8000, ge=0, le=65535, description="Port of the API.")
+    http_max_body_bytes: int = Field(
+        default=1 * MiB,
+        gt=0,
+        description="Largest request body of a route without a limit of its own (all but "
+        "uploads, the webhook, /mcp, /messages/ and /internal/mcp/execute); a bigger one gets "
+        "413 TOO_LARGE as soon as its Content-Length or its streamed bytes pass it.",
+    )
+    http_header_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="A request's head (request line and headers) must arrive within this "
+        "time of the connection opening, or of its first byte on a kept-alive connection; "
+        "otherwise the connection is closed.",
+    )
+    http_body_timeout_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="Longest pause in the arrival of a request body; a client silent for "
+        "longer is disconnected (a server too busy to read waits without limit).",
+    )
+    http_keep_alive_seconds: int = Field(
+        default=5,
+        ge=1,
+        description="An idle kept-alive connection is closed after this many seconds without "
+        "a new request.",
+    )
     default_tenant: str = Field(
         default="default",
         pattern=r"^[A-Za-z0-9_.-]{1,64}$",
@@ -479,6 +540,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Most SSE sessions open at once for one API key (for one tenant without "
         "keys); past it 429 TOO_MANY_SESSIONS.",
+    )
+    mcp_sse_max_sessions_per_tenant: int = Field(
+        default=20,
+        ge=1,
+        description="Most SSE sessions open at once for one tenant, whatever its keys; past it "
+        "429 TOO_MANY_SESSIONS.",
     )
     mcp_sse_idle_seconds: float = Field(
         default=1800.0,
