@@ -11,6 +11,7 @@ from fastapi import FastAPI
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse
 
+from api.body_limits import BodyLimits
 from api.deps import ReaderDep
 from api.errors import install_error_handlers, without_validation_422
 from api.mcp import build_mcp_server, mcp_http_routes
@@ -78,5 +79,7 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
             mcp_server, http_authenticator(mcp_server)
         )
         app.router.routes[1:1] = sse_routes
+    # Inside RequestIds (added last, so outermost): a 413 carries its request id too.
+    app.add_middleware(BodyLimits, settings=services.settings)
     app.add_middleware(RequestIds)
     return app

@@ -31,6 +31,7 @@ import uvicorn
 from ldims.catalog import document_key
 from ldims.settings import Settings
 from runtime import create_app
+from runtime.http_server import uvicorn_config
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -246,8 +247,13 @@ class Worker:
 class ThreadedServer:
     """An ASGI app under uvicorn on a free port, in a thread of the test process."""
 
-    def __init__(self, app: Any) -> None:
-        config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+    def __init__(self, app: Any, settings: Settings | None = None) -> None:
+        # With settings: the API's own server configuration (its time bounds and keep-alive).
+        config = (
+            uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning")
+            if settings is None
+            else uvicorn_config(app, settings, "127.0.0.1", 0)
+        )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.url = ""
@@ -269,7 +275,7 @@ class ApiServer(ThreadedServer):
     """The real LDIMS app."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(create_app(settings))
+        super().__init__(create_app(settings), settings)
 
 
 class Stack:

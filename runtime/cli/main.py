@@ -43,16 +43,15 @@ def serve(host: str | None, port: int | None, flower: bool, extract_workers: int
 @click.option("--port", type=int, default=None, help="Port (default LDIMS_PORT).")
 def api(host: str | None, port: int | None) -> None:
     """Run only the API (Redis must be reachable at LDIMS_REDIS_URL)."""
-    import uvicorn
-
     from runtime import create_app
+    from runtime.http_server import run_api
 
     settings = get_settings()
-    uvicorn.run(
+    run_api(
         create_app(settings),
-        host=host or settings.host,
-        port=settings.port if port is None else port,
-        log_level="warning",
+        settings,
+        host or settings.host,
+        settings.port if port is None else port,
     )
 
 

@@ -25,7 +25,6 @@ import sys
 from pathlib import Path
 
 import click
-import uvicorn
 
 from indexer import SCHEMA_VERSION
 from ldims.catalog import upgrade_schema
@@ -141,9 +140,10 @@ def serve(host: str, port: int, flower: bool, extract_workers: int | None) -> No
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     try:
         from runtime import create_app
+        from runtime.http_server import run_api
 
         log.info("LDIMS API on http://%s:%d (REST /api, health /health)", host, port)
-        uvicorn.run(create_app(settings, migrate=False), host=host, port=port, log_level="warning")
+        run_api(create_app(settings, migrate=False), settings, host, port)
     finally:
         supervisor.stop()
         if embedded:
