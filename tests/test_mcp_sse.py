@@ -6,11 +6,15 @@ the Host/Origin guard, the session caps and the idle timeout."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import socket
 import sqlite3
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import httpx2
@@ -285,17 +289,17 @@ def capped(tmp_path: Path, shared_redis: RedisServer) -> Iterator[str]:
         mcp_sse_max_sessions_per_caller=2,
         mcp_sse_idle_seconds=1.5,
     )
-    running = ThreadedServer(create_app(settings)).start()
+    running = ThreadedServer(create_app(settings), settings).start()  # as `ldims serve` runs
     yield running.url
     running.stop()
 
 
 async def open_stream(
-    client: httpx.AsyncClient, tenant: str
+    client: httpx.AsyncClient, tenant: str, headers: dict[str, str] | None = None
 ) -> tuple[httpx.Response, str, AsyncIterator[str]]:
-    """A raw ``GET /sse`` of ``tenant`` (no keys on this app: the tenant header decides), its
-    endpoint event's URL, and the rest of its lines."""
-    request = client.build_request("GET", "/sse", headers={"X-LDIMS-Tenant": tenant})
+    """A raw ``GET /sse`` of ``tenant`` (no keys on this app: the tenant header decides; or
+    ``headers``), its endpoint event's URL, and the rest of its lines."""
+    request = client.build_request("GET", "/sse", headers=headers or {"X-LDIMS-Tenant": tenant})
     response = await client.send(request, stream=True)
     assert response.status_code == 200, await response.aread()
     lines = response.aiter_lines()
@@ -376,3 +380,75 @@ def test_the_transport_is_off_when_asked_and_off_by_default_beyond_loopback(
     off = Settings(data_dir=tmp_path, mcp_sse=False)
     routes = {getattr(route, "path", None) for route in create_app(off).routes}
     assert "/mcp" in routes and "/sse" not in routes and "/messages" not in routes
+
+
+# --- the per-tenant cap and a place freed at disconnect ------------------------------------------
+
+TENANT_KEYS = {"acme-one": "acme", "acme-two": "acme", "globex-one": "globex"}
+
+
+@pytest.fixture
+def keyed(tmp_path: Path, shared_redis: RedisServer) -> Iterator[str]:
+    settings = Settings(
+        data_dir=tmp_path,
+        redis_url=shared_redis.url.rsplit("/", 1)[0] + "/13",
+        api_keys={hashlib.sha256(k.encode()).hexdigest(): t for k, t in TENANT_KEYS.items()},
+        mcp_sse_max_sessions=10,
+        mcp_sse_max_sessions_per_caller=2,
+        mcp_sse_max_sessions_per_tenant=3,
+    )
+    running = ThreadedServer(create_app(settings), settings).start()
+    yield running.url
+    running.stop()
+
+
+def test_a_tenants_keys_share_one_cap(keyed: str) -> None:
+    def bearer(key: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {key}"}
+
+    async def go() -> None:
+        async with httpx.AsyncClient(base_url=keyed, timeout=10) as client:
+            held = [
+                await open_stream(client, "acme", bearer("acme-one")),
+                await open_stream(client, "acme", bearer("acme-one")),
+                await open_stream(client, "acme", bearer("acme-two")),  # the tenant's third
+            ]
+            refused = await client.get("/sse", headers=bearer("acme-two"))  # its key's second
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["errorCode"] == "TOO_MANY_SESSIONS"
+            assert refused.json()["errorDetails"] == {
+                "limit": "LDIMS_MCP_SSE_MAX_SESSIONS_PER_TENANT",
+                "maxSessions": 3,
+            }
+            held.append(await open_stream(client, "globex", bearer("globex-one")))
+            for response, _endpoint, _lines in held:
+                await response.aclose()
+
+    asyncio.run(go())
+
+
+def test_a_disconnected_clients_place_is_free_at_once(keyed: str) -> None:
+    """Even when the client had sent bytes behind its ``GET /sse`` (the server then stops
+    reading, and used to see the close only when a ping failed, 15-30 s later)."""
+    address = urlsplit(keyed)
+    assert address.hostname and address.port
+    key = "Authorization: Bearer globex-one"
+    head = f"GET /sse HTTP/1.1\r\nHost: {address.netloc}\r\n{key}\r\n\r\n".encode()
+
+    async def opens() -> bool:
+        headers = {"Authorization": "Bearer globex-one"}
+        async with httpx.AsyncClient(base_url=keyed, timeout=10, headers=headers) as client:
+            return await _opened(client, "globex")
+
+    for _ in range(2):  # the per-caller cap is 2: both places are taken, then left
+        sock = socket.create_connection((address.hostname, address.port), timeout=10)
+        sock.sendall(head)
+        received = b""
+        while b"session_id=" not in received:
+            received += sock.recv(4096)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: " + address.netloc.encode() + b"\r\n\r\n")
+        time.sleep(0.2)
+        sock.close()
+    started = time.monotonic()
+    wait_until(lambda: asyncio.run(opens()), 3.0, 0.1)
+    assert time.monotonic() - started < 3.0

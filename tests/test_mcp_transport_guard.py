@@ -281,3 +281,34 @@ def test_in_front_of_the_sdks_streamable_http_route() -> None:
         refused = client.post("/mcp", json=INITIALIZE, headers=foreign)
         # The SDK's prefix match lets this Origin through: the 403 is the guard's.
         assert refused.status_code == 403 and refused.json()["errorCode"] == "FORBIDDEN"
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "seen"),
+    [
+        ("LOCALHOST:8000", "http://LOCALHOST:3000", ("LocalHost:8000", "HTTP://LocalHost:3000")),
+        ("localhost:9", None, ("LocalHost:9", None)),
+        ("[0:0::1]:8000", None, ("[0::1]:8000", None)),
+        ("MCP.internal:8200", "https://APP.example", ("Mcp.Internal:8200", "https://app.example")),
+    ],
+)
+def test_the_app_sees_host_and_origin_as_the_allow_list_spells_them(
+    host: str, origin: str | None, seen: tuple[str, str | None]
+) -> None:
+    """One spelling past the guard, the allow-list's: the SDK's own exact-string check (which
+    is given the same list) then agrees with the guard's case-insensitive one (over the real
+    server: tests/test_mcp_http_guard.py)."""
+
+    async def echo(request: Request) -> PlainTextResponse:
+        seen = [request.headers["host"], request.headers.get("origin")]
+        return PlainTextResponse(json.dumps(seen))
+
+    app = Starlette(routes=[Route("/mcp", echo, methods=["POST"])])
+    hosts = ["LocalHost:*", "Mcp.Internal:8200", "[0::1]:*"]
+    origins = ["HTTP://LocalHost:*", "https://app.example"]
+    guard = TransportGuard(app, hosts, origins)
+    with TestClient(guard, base_url="http://127.0.0.1:8000") as client:
+        headers = {"Host": host} | ({} if origin is None else {"Origin": origin})
+        response = client.post("/mcp", headers=headers)
+    assert response.status_code == 200, response.text
+    assert tuple(json.loads(response.text)) == seen

@@ -13,12 +13,13 @@ error shapes and per-call time limit. This module puts LDIMS's rules around its 
 * a session belongs to the caller that opened it (its key, or its tenant without keys): a
   message naming another caller's session, an unknown one or a malformed id is answered
   404 ``RESOURCE_NOT_FOUND``, the same body every time, so an id reveals nothing;
-* bounded: at most ``LDIMS_MCP_SSE_MAX_SESSIONS`` open streams and
-  ``LDIMS_MCP_SSE_MAX_SESSIONS_PER_CALLER`` per key (429 ``TOO_MANY_SESSIONS`` past either,
-  before a stream opens); a session without a message from its client for
-  ``LDIMS_MCP_SSE_IDLE_SECONDS`` is closed (its stream ends, as if the client had gone); a
-  session whose client went away ends with the connection (the SDK notices the disconnect)
-  and frees its place.
+* bounded: at most ``LDIMS_MCP_SSE_MAX_SESSIONS`` open streams,
+  ``LDIMS_MCP_SSE_MAX_SESSIONS_PER_CALLER`` per key and ``LDIMS_MCP_SSE_MAX_SESSIONS_PER_TENANT``
+  per tenant, whatever its keys (ten keys of one tenant once filled all 100 places): 429
+  ``TOO_MANY_SESSIONS`` past any, before a stream opens; a session without a message from its
+  client for ``LDIMS_MCP_SSE_IDLE_SECONDS`` is closed (its stream ends, as if the client had
+  gone); a session whose client went away frees its place the moment the disconnect is seen
+  (``http.disconnect``), not when the SDK has finished tearing the stream down.
 
 Everything here runs on the server's one event loop, so the session table needs no lock.
 """
@@ -92,12 +93,16 @@ class SseSession:
 class SseSessions:
     """The open SSE sessions, their caps and owners."""
 
-    def __init__(self, max_sessions: int, max_per_owner: int, idle_seconds: float) -> None:
+    def __init__(
+        self, max_sessions: int, max_per_owner: int, idle_seconds: float, max_per_tenant: int
+    ) -> None:
         self.max_sessions = max_sessions
         self.max_per_owner = max_per_owner
+        self.max_per_tenant = max_per_tenant
         self.idle_seconds = idle_seconds
         self._open: set[SseSession] = set()
         self._per_owner: Counter[Owner] = Counter()
+        self._per_tenant: Counter[str] = Counter()
         self._by_id: dict[str, SseSession] = {}
 
     def __len__(self) -> int:
@@ -113,10 +118,17 @@ class SseSessions:
                 limit="LDIMS_MCP_SSE_MAX_SESSIONS_PER_CALLER",
                 maxSessions=self.max_per_owner,
             )
+        if self._per_tenant[owner[0]] >= self.max_per_tenant:
+            raise TooManySessions(
+                "Too many SSE sessions are open for this tenant; close one first.",
+                limit="LDIMS_MCP_SSE_MAX_SESSIONS_PER_TENANT",
+                maxSessions=self.max_per_tenant,
+            )
         session = SseSession(owner, self.idle_seconds)
         session.touch()
         self._open.add(session)
         self._per_owner[owner] += 1
+        self._per_tenant[owner[0]] += 1
         return session
 
     def name(self, session: SseSession, session_id: str) -> None:
@@ -137,6 +149,9 @@ class SseSessions:
         self._per_owner[session.owner] -= 1
         if not self._per_owner[session.owner]:
             del self._per_owner[session.owner]
+        self._per_tenant[session.owner[0]] -= 1
+        if not self._per_tenant[session.owner[0]]:
+            del self._per_tenant[session.owner[0]]
         if session.session_id is not None:
             self._by_id.pop(session.session_id, None)
 
@@ -176,8 +191,18 @@ class _Stream:
                 ended = not message.get("more_body", False)
             await send(message)
 
+        watched = session.watching(receive)
+
+        async def receive_until_gone() -> Message:
+            message = await watched()
+            if message["type"] == "http.disconnect":
+                # The client is gone (or idle): its place is free now, while the SDK may still
+                # take a while to tear its side of the stream down.
+                self.sessions.close(session)
+            return message
+
         try:
-            await self.app(scope, session.watching(receive), tracked)
+            await self.app(scope, receive_until_gone, tracked)
         finally:
             self.sessions.close(session)
         if session.timed_out:
@@ -227,6 +252,7 @@ def mcp_sse_routes(
         settings.mcp_sse_max_sessions,
         settings.mcp_sse_max_sessions_per_caller,
         settings.mcp_sse_idle_seconds,
+        settings.mcp_sse_max_sessions_per_tenant,
     )
     sdk = server.sse_app(
         sse_path=SSE_PATH,

@@ -8,6 +8,9 @@ a page on evil.com could reach a local server. Here each header is parsed as one
 allow-list entries parsed the same way. Entries: ``name`` (no port given), ``name:8000``,
 ``name:*`` (any explicit port, as the SDK reads it, so its check stays a weaker second layer);
 hostnames are compared lowercased and IPv6 literals in brackets, normalised (``[::1]:*``).
+An admitted request goes on with its Host and Origin spelled as the entry that admitted them
+(``LOCALHOST:8200`` becomes ``localhost:8200``): one spelling from here on, so the SDK's
+case-sensitive second check agrees with this one instead of answering 421 in plain text.
 
 Why only POST: ``/mcp`` is stateless with JSON responses, yet the SDK answers ``GET`` with an SSE
 stream that never ends (a ping every 15 s) to anyone: a thousand of them held a thousand
@@ -106,14 +109,29 @@ def _parse(pattern: re.Pattern[str], value: str, entry: bool) -> Authority | Non
 
 def _entries(
     values: Iterable[str], parse: Callable[..., Authority | None], what: str
-) -> list[Authority]:
+) -> list[tuple[Authority, str]]:
+    """Each allow-list entry parsed, with its spelling in the settings."""
     entries = []
     for value in values:
         parsed = parse(value, entry=True)
         if parsed is None:
             raise ValueError(f"not a valid allowed {what}: {value[:ECHO_LIMIT]!r}")
-        entries.append(parsed)
+        entries.append((parsed, value))
     return entries
+
+
+def _admitted(entries: list[tuple[Authority, str]], given: Authority) -> str | None:
+    """``given`` spelled as the first entry that admits it, or None when none does.
+
+    The spelling is what the SDK's own check (exact strings, ``name:*`` as a prefix) is then
+    shown: it admits exactly what the guard admitted, so ``Host: LOCALHOST:8000`` is either
+    refused here in LDIMS's body or let through everywhere, never refused by the SDK in plain
+    text with a traceback (as it was: its comparison is case-sensitive).
+    """
+    for entry, listed in entries:
+        if entry.allows(given):
+            return f"{listed[:-2]}:{given.port}" if entry.port == ANY_PORT else listed
+    return None
 
 
 def _echo(value: str) -> str:
@@ -166,16 +184,21 @@ class TransportGuard:
         await JSONResponse(error.body(), status_code=status, headers=headers)(scope, receive, send)
 
     def refusal(self, scope: Scope) -> tuple[int, LdimsError] | None:
-        """The status and error that refuse this request, or None to let it through."""
+        """The status and error that refuse this request, or None to let it through (its Host
+        and Origin then rewritten in ``scope`` as the allow-list spells them)."""
         hosts = _header(scope, b"host")
         host = parse_host(hosts[0]) if len(hosts) == 1 else None
-        if host is None or not any(entry.allows(host) for entry in self.allowed_hosts):
+        host_as_listed = None if host is None else _admitted(self.allowed_hosts, host)
+        if host_as_listed is None:
             return MISDIRECTED, _refused("Host", hosts, host is None)
+        canonical = {b"host": host_as_listed}
         origins = _header(scope, b"origin")
         if origins:
             origin = parse_origin(origins[0]) if len(origins) == 1 else None
-            if origin is None or not any(entry.allows(origin) for entry in self.allowed_origins):
+            origin_as_listed = None if origin is None else _admitted(self.allowed_origins, origin)
+            if origin_as_listed is None:
                 return 403, _refused("Origin", origins, origin is None)
+            canonical[b"origin"] = origin_as_listed
         method = scope["method"]
         if method != self.method:
             return 405, InvalidInput(
@@ -187,6 +210,10 @@ class TransportGuard:
             except Unauthorized as exc:
                 return 401, exc
             scope.setdefault("state", {})[CALLER_STATE] = found
+        scope["headers"] = [
+            (key, canonical[key.lower()].encode("latin-1") if key.lower() in canonical else value)
+            for key, value in scope["headers"]
+        ]
         return None
 
 
