@@ -1,5 +1,6 @@
 """compose.yaml against the real code: services, health-gated start order, pinned images,
-``ldims`` commands and options that exist, and environment variables that are settings."""
+``ldims`` commands and options that exist, environment variables that are settings, and a
+worker service for every Celery queue the code sends tasks to."""
 
 from __future__ import annotations
 
@@ -11,15 +12,19 @@ from typing import Any
 import click
 import pytest
 import yaml
+from celery import Celery
 
+import workers.queues
 from ldims.settings import Settings
-from runtime.cli.main import cli
+from runtime.cli.main import cli, worker_argv
+from workers.celery_app import app as celery_app
 
 COMPOSE_FILE = Path(__file__).resolve().parent.parent / "compose.yaml"
 
-REQUIRED_SERVICES = {"redis", "tika", "postgres", "api", "worker-extract", "worker-index", "flower"}
+WORKER_SERVICES = {"worker-extract", "worker-index", "worker-ocr", "worker-embed"}
+REQUIRED_SERVICES = {"redis", "tika", "postgres", "api", "flower"} | WORKER_SERVICES
 MUST_HAVE_HEALTHCHECK = {"redis", "tika", "postgres", "api"}
-LDIMS_COMMAND_SERVICES = {"api", "worker-extract", "worker-index", "flower"}
+LDIMS_COMMAND_SERVICES = {"api", "flower"} | WORKER_SERVICES
 # Third-party images: their own variables (POSTGRES_USER, ...) are not LDIMS settings.
 THIRD_PARTY_SERVICES = {"redis", "tika", "postgres"}
 
@@ -100,6 +105,40 @@ def image_problem(image: str) -> str | None:
     return None
 
 
+def routed_queues(app: Celery) -> set[str]:
+    """Every queue a task can be sent to: the declared ones, the routes' targets, the
+    default, and every queue name of :mod:`workers.queues`."""
+    conf = app.conf
+    names = {queue.name for queue in conf.task_queues} | {conf.task_default_queue}
+    names |= {route["queue"] for route in conf.task_routes.values()}
+    names |= {
+        value
+        for name, value in vars(workers.queues).items()
+        if name.endswith("_QUEUE") and isinstance(value, str)
+    }
+    return names
+
+
+def consumed_queues(services: dict[str, dict[str, Any]], data_dir: Path) -> dict[str, set[str]]:
+    """The Celery queues each ``ldims worker`` service consumes, as the CLI expands them
+    (``--queues extract`` consumes ``extract-single`` too)."""
+    settings = Settings(data_dir=data_dir)
+    consumed = {}
+    for name, service in services.items():
+        args = command_args(service)
+        if args[:2] != ["ldims", "worker"]:
+            continue
+        params = cli.commands["worker"].make_context("worker", args[2:]).params
+        argv = worker_argv(settings, **params)
+        consumed[name] = set(argv[argv.index("--queues") + 1].split(","))
+    return consumed
+
+
+def unconsumed_queues(services: dict[str, dict[str, Any]], data_dir: Path) -> set[str]:
+    consumed = set().union(*consumed_queues(services, data_dir).values())
+    return routed_queues(celery_app) - consumed
+
+
 # --- the checkers themselves can fail ---------------------------------------------------
 
 
@@ -135,6 +174,14 @@ def test_image_checker_reports_unpinned() -> None:
     assert image_problem("localhost:5000/tika:3.2.3.0") is None
 
 
+def test_queue_checker_reports_a_queue_nobody_consumes(tmp_path: Path) -> None:
+    assert {"embed", "ocr", "extract-single"} <= routed_queues(celery_app)
+    without_embed = {name: s for name, s in SERVICES.items() if name != "worker-embed"}
+    assert unconsumed_queues(without_embed, tmp_path) == {"embed"}
+    only_api = {"api": SERVICES["api"]}
+    assert unconsumed_queues(only_api, tmp_path) == routed_queues(celery_app)
+
+
 # --- compose.yaml -----------------------------------------------------------------------
 
 
@@ -166,7 +213,7 @@ def test_start_order() -> None:
     api_deps = SERVICES["api"]["depends_on"]
     for target in ("redis", "postgres", "tika"):
         assert api_deps[target]["condition"] == "service_healthy"
-    for worker in ("worker-extract", "worker-index"):
+    for worker in sorted(WORKER_SERVICES):
         assert SERVICES[worker]["depends_on"]["api"]["condition"] == "service_healthy"
     assert SERVICES["flower"]["depends_on"]["redis"]["condition"] == "service_healthy"
 
@@ -189,6 +236,11 @@ def test_ldims_commands_exist(name: str) -> None:
         assert command_problems(args) == []
 
 
+def test_every_routed_queue_has_a_consuming_service(tmp_path: Path) -> None:
+    assert unconsumed_queues(SERVICES, tmp_path) == set()
+    assert set(consumed_queues(SERVICES, tmp_path)) == WORKER_SERVICES
+
+
 def test_worker_roles() -> None:
     extract = command_args(SERVICES["worker-extract"])
     index = command_args(SERVICES["worker-index"])
@@ -198,6 +250,11 @@ def test_worker_roles() -> None:
     assert "--beat" in index and "--beat" not in extract  # exactly one beat
     ocr = command_args(SERVICES["worker-ocr"])
     assert ocr[ocr.index("--queues") + 1] == "ocr" and "--beat" not in ocr
+    embed = command_args(SERVICES["worker-embed"])
+    assert embed[embed.index("--queues") + 1] == "embed" and "--beat" not in embed
+    assert [name for name in WORKER_SERVICES if "--beat" in command_args(SERVICES[name])] == [
+        "worker-index"
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(SERVICES))
@@ -208,7 +265,7 @@ def test_environment_variables_are_settings(name: str) -> None:
 
 def test_data_dir_volume_shared() -> None:
     declared = set(COMPOSE.get("volumes") or {})
-    for name in ("api", "worker-extract", "worker-index"):
+    for name in ("api", *sorted(WORKER_SERVICES)):
         service = SERVICES[name]
         data_dir = service["environment"]["LDIMS_DATA_DIR"]
         mounts = {str(v).split(":")[1]: str(v).split(":")[0] for v in service["volumes"]}
@@ -216,7 +273,7 @@ def test_data_dir_volume_shared() -> None:
         assert mounts[data_dir] in declared, f"{name}: {mounts[data_dir]} is not a named volume"
     sources = {
         str(v).split(":")[0]
-        for name in ("api", "worker-extract", "worker-index")
+        for name in ("api", *sorted(WORKER_SERVICES))
         for v in SERVICES[name]["volumes"]
     }
     assert len(sources) == 1, "api and workers must share one data volume"
