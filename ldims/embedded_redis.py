@@ -4,7 +4,9 @@ It listens on a unix socket under the data dir (no TCP port) and keeps an append
 file there, so tasks queued before a restart are still queued after it. It is not tied to the
 life of ``ldims serve``: when that is killed (``kill -9``), its workers still need Redis to hand
 back the tasks they hold while they shut down, so the server keeps running and the next ``ldims
-serve`` takes it over (and stops it when it stops).
+serve`` takes it over (and stops it when it stops). A server that answers is only ever one left
+behind: a running ``ldims serve`` holds the data folder's lock (:mod:`runtime.cli.serve`), so
+no second serve gets here to take over, and then stop, the Redis of a live one.
 """
 
 from __future__ import annotations
@@ -53,10 +55,10 @@ class EmbeddedRedis:
             return False
 
     def start(self, timeout: float = 15.0) -> EmbeddedRedis:
-        """Start redis-server, or reuse one already serving this socket."""
+        """Start redis-server, or take over one a killed ``ldims serve`` left on this socket."""
         self.directory.mkdir(parents=True, exist_ok=True)
         if self._answers():
-            log.info("reusing the embedded Redis already running on %s", self.socket)
+            log.info("taking over the embedded Redis left running on %s", self.socket)
             if self._process is None:
                 client = redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
                 self._adopted = int(client.info("server")["process_id"])
