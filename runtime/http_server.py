@@ -12,8 +12,8 @@ after 75 s). :class:`TimedH11Protocol` adds, per connection, one timer at a time
   connection, of the request's first byte); the deadline is fixed, more bytes do not move it;
 * the body pause: while a body is arriving, the client must send something every
   ``LDIMS_HTTP_BODY_TIMEOUT_SECONDS``; when the server is the one not reading (the route is
-  slow to take the body: flow control paused reading) the client is not to blame and the timer
-  waits again;
+  slow to take the body: flow control paused reading, or the client still waits for its
+  ``100 Continue``) the client is not to blame and the timer waits again;
 * idle keep-alive: uvicorn's own, ``LDIMS_HTTP_KEEP_ALIVE_SECONDS``.
 
 A connection past its bound is closed (logged at DEBUG: an attacker may open thousands). So is
@@ -121,7 +121,8 @@ class TimedH11Protocol(H11Protocol):
         self._close()
 
     def _body_timed_out(self) -> None:
-        if self.flow.read_paused:  # the server is not reading: not the client's pause
+        waiting = self.cycle is not None and self.cycle.waiting_for_100_continue
+        if self.flow.read_paused or waiting:  # the server is not reading: not the client's pause
             self._read_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
             return
         log.debug("closed a connection whose request body paused over %ss", self.body_timeout)
