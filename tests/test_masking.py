@@ -412,3 +412,19 @@ def test_any_string_is_masked_without_an_exception() -> None:
         result = mask(text)
         assert isinstance(result.text, str)
         assert mask(result.text).text == result.text
+
+
+def test_a_key_cut_by_a_passage_is_masked_from_either_end() -> None:
+    """A passage (a search chunk, a snippet with its lines run together) may hold a key's
+    BEGIN line without its END, or its tail without its BEGIN: no base64 line stays."""
+    lines = PEM.split("\n")
+    body = [line for line in lines if "-----" not in line]
+    tail = "Some words.\n" + "\n".join(lines[3:])  # from inside the key to its END line
+    flat_head = "Deploy key: " + " ".join(lines[:3])  # BEGIN, run together, no END
+    flat_tail = "see " + " ".join(lines[3:]) + " done"
+    for text in (tail, flat_head, flat_tail):
+        masked = mask(text)
+        assert masked.counts.get("private_key") == 1, (text, masked)
+        assert not [line for line in body[1:] if line in masked.text], masked.text
+    assert mask(tail).text == "Some words.\n[PRIVATE_KEY]"
+    assert mask(flat_tail).text == "see [PRIVATE_KEY] done"
