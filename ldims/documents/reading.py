@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, Field
@@ -136,6 +137,12 @@ class DocumentReader:
 
     def content(self, caller: Caller, document_id: str) -> tuple[Document, ExtractionResult]:
         """The extracted content of a completed document, or the error its state calls for."""
+        document, path = self.extract_file(caller, document_id)
+        return document, ExtractionResult.from_json(path.read_text(encoding="utf-8"))
+
+    def extract_file(self, caller: Caller, document_id: str) -> tuple[Document, Path]:
+        """The stored extract of a completed document (to read in pieces:
+        :mod:`ldims.documents.extract_text`), or the error its state calls for."""
         document = self.get(caller, document_id)
         if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
             raise StillProcessing(documentId=document.public_id, documentStatus=document.status)
@@ -154,7 +161,7 @@ class DocumentReader:
                 status=document.status,
                 failureCode="CONTENT_MISSING",
             )
-        return document, self.extracts.load(document.sha256, fmt)
+        return document, self.extracts.path(document.sha256, fmt)
 
     def characters(
         self, caller: Caller, document_id: str, offset: int = 0, limit: int | None = None

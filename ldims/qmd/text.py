@@ -84,17 +84,6 @@ def add_line_numbers(text: str, start: int = 1) -> str:
     return "\n".join(f"{start + i}: {line}" for i, line in enumerate(text.split("\n")))
 
 
-def line_slice(body: str, from_line: int | None, max_lines: int | None) -> str:
-    """Lines ``from_line``.. (1-based), at most ``max_lines`` of them (qmd's
-    ``getDocumentBody``)."""
-    if from_line is None and max_lines is None:
-        return body
-    lines = body.split("\n")
-    start = (from_line or 1) - 1
-    end = len(lines) if max_lines is None else start + max_lines
-    return "\n".join(lines[start:end])
-
-
 def with_context(text: str, context: str | None) -> str:
     return f"<!-- Context: {context} -->\n\n{text}" if context else text
 

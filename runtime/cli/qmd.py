@@ -294,14 +294,23 @@ def _search_command(name: str, mode: str, default_min: float) -> click.Command:
 @click.argument("file")
 @click.option("--from", "from_line", type=int, default=None, help="Start at this line.")
 @click.option("-l", "max_lines", type=int, default=None, help="At most this many lines.")
+@click.option(
+    "--from-char", type=int, default=0, help="Start at this character of the first line."
+)
 @click.option("--line-numbers/--no-line-numbers", default=True, show_default=True)
 @TENANT
 def get(
-    file: str, from_line: int | None, max_lines: int | None, line_numbers: bool, tenant: str | None
+    file: str,
+    from_line: int | None,
+    max_lines: int | None,
+    from_char: int,
+    line_numbers: bool,
+    tenant: str | None,
 ) -> None:
-    """One document: a path, #docid, qmd:// URI, path:120 or path:120:40."""
+    """One document: a path, #docid, qmd:// URI, path:120 or path:120:40 (a longer part
+    than LDIMS_MCP_MAX_CONTENT_CHARS ends with the get that reads on)."""
     with qmd_session(tenant) as (qmd, caller):
-        resource = qmd.get(caller, file, from_line, max_lines, line_numbers)
+        resource = qmd.get(caller, file, from_line, max_lines, line_numbers, from_char)
     click.echo(f"qmd://{resource.name}\n---\n")
     click.echo(resource.text)
 

@@ -95,7 +95,8 @@ Six tools, fastest first:
   best quality, a little slower. Start here when unsure.
 - **get** — one document by the `file` of a result (`collection/path`), its `#docid`, or
   `path:120` (from line 120) / `path:120:40` (40 lines); `fromLine`, `maxLines`,
-  `lineNumbers`. A wrong path answers with similar paths.
+  `lineNumbers`. A wrong path answers with similar paths. A long document comes in parts:
+  a part ends with `[... truncated …  Continue with get …]`; make that call to read on.
 - **multi_get** — several documents: a glob (`notes/**/*.md`), a comma list of paths or
   docids; files over `maxBytes` (10240) are skipped with a notice, `maxLines` truncates.
 - **status** — collections, document counts, whether vectors exist.
@@ -104,7 +105,7 @@ Strategy: search or query first; read the `snippet` (numbered `N: text` lines) a
 `context` (what the folder holds); then `get` the file from a little before the result's
 `line`. Scope with `collection` once you know where things are. Scores are 0-1; use
 `minScore` 0.5 to keep confident hits only. Resources: `qmd://collection/path` reads a
-whole document with line numbers.
+document with line numbers (a long one in parts, as `get`).
 """
 
 
@@ -172,7 +173,9 @@ def register(server: LdimsMCP) -> None:
         name="get",
         description="Retrieve the full content of a document by its file path or docid. Use "
         "paths or docids (#abc123) from search results; 'file.md:120' starts at line 120 and "
-        "'file.md:120:40' reads 40 lines. Suggests similar files if not found.",
+        "'file.md:120:40' reads 40 lines. Suggests similar files if not found. A longer "
+        "document than one read holds ends with a truncation notice naming the get that "
+        "continues it.",
         annotations=READ_ONLY,
     )
     async def get(
@@ -189,16 +192,25 @@ def register(server: LdimsMCP) -> None:
         lineNumbers: Annotated[  # noqa: N803
             bool, Field(description="Add line numbers to output (format: 'N: content')")
         ] = False,
+        fromChar: Annotated[  # noqa: N803
+            int,
+            Field(
+                ge=0,
+                description="Start at this character of the first line (0-based): a "
+                "truncation notice gives it when one line is longer than a read",
+            ),
+        ] = 0,
     ) -> CallToolResult:
         resource = await server.blocking(
-            qmd.get, server.caller(ctx), file, fromLine, maxLines, lineNumbers
+            qmd.get, server.caller(ctx), file, fromLine, maxLines, lineNumbers, fromChar
         )
         return CallToolResult(content=[_embedded(resource)])
 
     @server.tool(
         name="multi_get",
         description="Retrieve multiple documents by glob pattern (e.g. 'journals/2025-05*.md'), "
-        "comma-separated list, or docids. Skips files larger than maxBytes.",
+        "comma-separated list, or docids. Skips files larger than maxBytes, and files past "
+        "the answer's size bound (each notice names the get that reads the file).",
         annotations=READ_ONLY,
     )
     async def multi_get(
