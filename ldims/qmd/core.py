@@ -19,7 +19,7 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 from sqlalchemy import func, or_, select
 from wcmatch import glob
-from wcmatch._wcparse import PatternLimitException
+from wcmatch._wcparse import PatternLimitException  # what a limit raises (not re-exported)
 
 from indexer import qmd_title
 from ldims.caller import Caller

@@ -6,21 +6,32 @@ qmd's fast-glob does: ``*.md`` is the folder's own files, ``**/*.md`` every dept
 hidden files and folders, and ``node_modules``, ``.git``, ``.cache``, ``vendor``, ``dist``
 and ``build`` folders are skipped; symbolic links are never followed (a link to a file or a
 folder is skipped), so no path leaves the folder.
+
+Between the scan and the read a file can be swapped for a link to one outside (an outside
+file was indexed in 2 of 25 such races when the read opened the path): :func:`open_file`
+opens each folder of the path and the file itself without following a link, and reads only
+the regular file the scan saw (the same device and inode).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from wcmatch import glob
+from wcmatch._wcparse import PatternLimitException  # what a limit raises (not re-exported)
 
 DEFAULT_MASK = "**/*.md"  # qmd's
 EXCLUDED_FOLDERS = frozenset({"node_modules", ".git", ".cache", "vendor", "dist", "build"})
 _FLAGS = glob.GLOBSTAR | glob.BRACE
+# Patterns a mask's braces may expand to: each one is tried on every path of the folder.
+MASK_PATTERNS = 16
+_NO_FOLLOW = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,9 @@ class FolderFile:
     absolute: Path
     size: int
     mtime_ns: int
+    root: Path  # the collection's folder
+    device: int  # st_dev and st_ino as scanned: the file a read must find
+    inode: int
 
 
 def split_mask(mask: str) -> list[str]:
@@ -62,12 +76,18 @@ def check_mask(mask: str) -> str:
     for part in split_mask(mask):
         if part.startswith("/") or ".." in part.split("/"):
             raise ValueError(f"the mask {part!r} leaves the folder (absolute or with '..')")
+    try:
+        glob.compile(split_mask(mask), flags=_FLAGS, limit=MASK_PATTERNS)
+    except PatternLimitException:
+        raise ValueError(
+            f"the mask's braces expand to more than {MASK_PATTERNS} patterns"
+        ) from None
     return mask
 
 
 def matches(path: str, mask: str) -> bool:
     """Whether the path under the folder is one the mask selects."""
-    return glob.globmatch(path, split_mask(mask), flags=_FLAGS)
+    return glob.globmatch(path, split_mask(mask), flags=_FLAGS, limit=MASK_PATTERNS)
 
 
 def scan(folder: Path, mask: str) -> Iterator[FolderFile]:
@@ -88,7 +108,7 @@ def scan(folder: Path, mask: str) -> Iterator[FolderFile]:
             if name.startswith("."):
                 continue
             path = name if relative == "." else f"{relative}/{name}"
-            if not glob.globmatch(path, patterns, flags=_FLAGS):
+            if not glob.globmatch(path, patterns, flags=_FLAGS, limit=MASK_PATTERNS):
                 continue
             absolute = base / name
             try:
@@ -97,4 +117,35 @@ def scan(folder: Path, mask: str) -> Iterator[FolderFile]:
                 continue  # gone since it was listed, or unreadable
             if not stat.S_ISREG(info.st_mode):
                 continue  # a link, a pipe, a device: never followed or read
-            yield FolderFile(path, absolute, info.st_size, info.st_mtime_ns)
+            yield FolderFile(
+                path, absolute, info.st_size, info.st_mtime_ns, folder, info.st_dev, info.st_ino
+            )
+
+
+def open_file(file: FolderFile) -> BinaryIO:
+    """``file`` opened for reading: no link followed on the way (a folder of its path or
+    the file itself swapped for one raises ``OSError`` ELOOP or ENOTDIR), and only the
+    regular file the scan saw (another one there since raises ``OSError`` ESTALE)."""
+    *folders, name = file.path.split("/")
+    directory = os.open(file.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for part in folders:
+            inner = os.open(part, _NO_FOLLOW | os.O_DIRECTORY, dir_fd=directory)
+            os.close(directory)
+            directory = inner
+        # O_NONBLOCK: a pipe swapped in does not hang the open (fstat refuses it below).
+        handle = os.open(name, _NO_FOLLOW | os.O_NONBLOCK, dir_fd=directory)
+    finally:
+        os.close(directory)
+    try:
+        info = os.fstat(handle)
+        if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (
+            file.device,
+            file.inode,
+        ):
+            raise OSError(errno.ESTALE, "replaced since the folder was scanned")
+        os.set_blocking(handle, True)
+        return os.fdopen(handle, "rb")
+    except BaseException:
+        os.close(handle)
+        raise

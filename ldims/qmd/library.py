@@ -26,7 +26,7 @@ from ldims.documents import DocumentMeta, Documents
 from ldims.documents.intake import FolderUpload
 from ldims.errors import InvalidInput, PayloadTooLarge
 from ldims.qmd.errors import CollectionExists, UnknownCollection
-from ldims.qmd.folders import DEFAULT_MASK, FolderFile, check_mask, scan
+from ldims.qmd.folders import DEFAULT_MASK, FolderFile, check_mask, open_file, scan
 from ldims.qmd.text import decode_path
 from ldims.settings import Settings
 
@@ -374,7 +374,7 @@ class Library:
             return None
         writer = self.documents.intake.blobs.writer(limit)
         try:
-            with open(file.absolute, "rb") as handle:
+            with open_file(file) as handle:
                 while chunk := handle.read(1 << 20):
                     writer.write(chunk)
         except PayloadTooLarge:
