@@ -35,10 +35,12 @@ _Term = tuple[str, str | bytes]
 # (300-1,600 ns against 15-50 ns, measured).
 WALK_COST = 20
 # A posting of a phrase's word costs about this many: the phrase reads and compares the word
-# positions of every chunk holding all its words (10-16 µs a word posting, measured warm on War
-# and Peace in 1,748 chunks: "of the" 55 ms, "prince andrew" 11 ms). Counted at WALK_COST, 16
-# phrases of common words passed the budget and ran to the 10 s deadline (issue 33).
-PHRASE_COST = 400
+# positions of every chunk holding all its words. Measured on War and Peace in 1,748 chunks:
+# 16 phrases of common words (49,739 word postings) 1.0 s warm, 1.45 s cold, 21-29 µs a word
+# posting; "prince andrew" 10 µs. At 50 ns a unit (20M units, about a second) that is 400-600.
+# Counted at WALK_COST, such a query passed the budget and, 48 at once, ran to the 10 s
+# deadline (issue 33); now it is refused before it runs.
+PHRASE_COST = 600
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,13 @@ fills its own share and never the others'. Measured before this (issue 33): 48 c
 16-phrase searches of one tenant filled the 40 threads anyio shares with every sync route,
 and another tenant's 10 ms search took 8.6 s, ``/health`` 2.5 s.
 
-A caller over its share waits, at most ``queue_seconds`` and at most as many searches as its
-share (more are refused at once: a waiting search holds a request, and a sync one a thread);
-then it is refused with :class:`~ldims.errors.TooManyRequests` and ``retryAfterSeconds``.
+A caller over its share waits its turn for at most ``queue_seconds``, then it is refused with
+:class:`~ldims.errors.TooManyRequests` and ``retryAfterSeconds``. An awaited search waits on
+the event loop, which costs nothing, and so does a client that hammers without pause: told
+"no" at once, it came back a thousand times a second and kept the loop busy (measured: A's
+search p95 0.6 s); made to wait, it comes back at most once per ``queue_seconds``. A search
+waiting in a thread holds that thread, so of those at most the caller's share wait; more are
+refused at once.
 When a slot frees, the tenants with a search waiting take turns (round robin), so a tenant's
 backlog never goes before another tenant's single search.
 
@@ -30,7 +34,7 @@ import threading
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TypeVar
 
 from ldims.caller import Caller
@@ -45,6 +49,7 @@ class _Waiter:
     tenant: str
     key: str | None
     wake: Callable[[], None]
+    threaded: bool
     granted: bool = False
 
 
@@ -65,18 +70,20 @@ class AdmissionLimits:
         )
 
 
-@dataclass
-class _Counts:
-    running: dict[str | None, int] = field(default_factory=dict)
-    waiting: dict[str | None, int] = field(default_factory=dict)
+# Who counts against a limit: ("tenant", name) or ("key", key id).
+_Who = tuple[str, str]
 
-    def add(self, table: str, name: str | None, step: int) -> None:
-        counts = self.running if table == "running" else self.waiting
-        value = counts.get(name, 0) + step
-        if value:
-            counts[name] = value
-        else:
-            counts.pop(name, None)
+
+def _bump(table: dict[_Who, int], who: _Who, step: int) -> None:
+    value = table.get(who, 0) + step
+    if value:
+        table[who] = value
+    else:
+        table.pop(who, None)
+
+
+def _whom(tenant: str, key: str | None) -> list[_Who]:
+    return [("tenant", tenant)] if key is None else [("tenant", tenant), ("key", key)]
 
 
 class SearchAdmission:
@@ -86,8 +93,8 @@ class SearchAdmission:
         self.limits = limits
         self._lock = threading.Lock()  # guards everything below; never held over a search
         self._running = 0
-        self._tenants = _Counts()
-        self._keys = _Counts()
+        self._running_of: dict[_Who, int] = {}  # searches running, per tenant and per key
+        self._threaded: dict[_Who, int] = {}  # waiters holding a thread, likewise
         # Tenants with a search waiting, in turn order; each tenant's waiters in arrival order.
         self._queue: OrderedDict[str, deque[_Waiter]] = OrderedDict()
         self._pool = ThreadPoolExecutor(max_workers=limits.total, thread_name_prefix="search")
@@ -147,7 +154,7 @@ class SearchAdmission:
         def wake() -> None:
             loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
 
-        waiter = self._enter(caller, wake)
+        waiter = self._enter(caller, wake, threaded=False)
         if waiter is None:
             return
         try:
@@ -166,7 +173,7 @@ class SearchAdmission:
     def slot(self, caller: Caller) -> Iterator[None]:
         """A slot for ``caller`` while the block runs in this thread (waiting its turn)."""
         woken = threading.Event()
-        waiter = self._enter(caller, woken.set)
+        waiter = self._enter(caller, woken.set, threaded=True)
         # Past the wait, a waiter granted a slot at that instant keeps it (_leave: False).
         if waiter is not None and not woken.wait(self.limits.queue_seconds) and self._leave(waiter):
             raise self._refusal()
@@ -176,25 +183,22 @@ class SearchAdmission:
             self._release(caller)
 
     # --- the slots -----------------------------------------------------------------------------
-    def _enter(self, caller: Caller, wake: Callable[[], None]) -> _Waiter | None:
-        """Take a slot now (None), or queue ``caller`` (its waiter), or refuse it."""
+    def _enter(self, caller: Caller, wake: Callable[[], None], threaded: bool) -> _Waiter | None:
+        """Take a slot now (None), or queue ``caller`` (its waiter), or refuse it; a
+        ``threaded`` waiter holds a thread: at most the caller's share of those wait."""
         tenant, key = caller.tenant, caller.key_id
         with self._lock:
             if self._free_for(tenant, key) and not self._queue.get(tenant):
                 self._take(tenant, key)
                 return None
             limits = self.limits
-            if (
-                limits.queue_seconds <= 0
-                or self._tenants.waiting.get(tenant, 0) >= limits.per_tenant
-                or (key is not None and self._keys.waiting.get(key, 0) >= limits.per_key)
-            ):
+            if limits.queue_seconds <= 0 or (threaded and self._over(self._threaded, tenant, key)):
                 raise self._refusal()
-            waiter = _Waiter(tenant, key, wake)
+            waiter = _Waiter(tenant, key, wake, threaded)
             self._queue.setdefault(tenant, deque()).append(waiter)
-            self._tenants.add("waiting", tenant, 1)
-            if key is not None:
-                self._keys.add("waiting", key, 1)
+            if threaded:
+                for who in _whom(tenant, key):
+                    _bump(self._threaded, who, 1)
             return waiter
 
     def _leave(self, waiter: _Waiter) -> bool:
@@ -213,9 +217,8 @@ class SearchAdmission:
     def _release(self, caller: Caller) -> None:
         with self._lock:
             self._running -= 1
-            self._tenants.add("running", caller.tenant, -1)
-            if caller.key_id is not None:
-                self._keys.add("running", caller.key_id, -1)
+            for who in _whom(caller.tenant, caller.key_id):
+                _bump(self._running_of, who, -1)
             self._grant()
 
     def _grant(self) -> None:
@@ -240,23 +243,24 @@ class SearchAdmission:
                 break
 
     def _free_for(self, tenant: str, key: str | None) -> bool:
+        return self._running < self.limits.total and not self._over(self._running_of, tenant, key)
+
+    def _over(self, table: dict[_Who, int], tenant: str, key: str | None) -> bool:
+        """Whether ``tenant`` or ``key`` has its share in ``table`` already."""
         limits = self.limits
-        return (
-            self._running < limits.total
-            and self._tenants.running.get(tenant, 0) < limits.per_tenant
-            and (key is None or self._keys.running.get(key, 0) < limits.per_key)
+        return table.get(("tenant", tenant), 0) >= limits.per_tenant or (
+            key is not None and table.get(("key", key), 0) >= limits.per_key
         )
 
     def _take(self, tenant: str, key: str | None) -> None:
         self._running += 1
-        self._tenants.add("running", tenant, 1)
-        if key is not None:
-            self._keys.add("running", key, 1)
+        for who in _whom(tenant, key):
+            _bump(self._running_of, who, 1)
 
     def _unqueue(self, waiter: _Waiter) -> None:
-        self._tenants.add("waiting", waiter.tenant, -1)
-        if waiter.key is not None:
-            self._keys.add("waiting", waiter.key, -1)
+        if waiter.threaded:
+            for who in _whom(waiter.tenant, waiter.key):
+                _bump(self._threaded, who, -1)
 
     def _refusal(self) -> TooManyRequests:
         return TooManyRequests(

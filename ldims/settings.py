@@ -250,21 +250,22 @@ class Settings(BaseSettings):
         ge=1,
         le=256,
         description="Searches one tenant may run at once (its share of LDIMS_SEARCH_CONCURRENCY); "
-        "as many more may wait. Past that, 429 TOO_MANY_REQUESTS with Retry-After.",
+        "more wait their turn, then 429 TOO_MANY_REQUESTS with Retry-After.",
     )
     search_concurrency_per_key: int = Field(
         default=3,
         ge=1,
         le=256,
-        description="Searches one API key may run at once (within its tenant's share); as many "
-        "more may wait. Past that, 429 TOO_MANY_REQUESTS with Retry-After.",
+        description="Searches one API key may run at once (within its tenant's share); more "
+        "wait their turn, then 429 TOO_MANY_REQUESTS with Retry-After.",
     )
     search_queue_seconds: float = Field(
         default=2.0,
         ge=0,
         le=60,
         description="How long a search waits for its turn before it is refused with 429 "
-        "TOO_MANY_REQUESTS (0: refused at once when the caller's share is in use).",
+        "TOO_MANY_REQUESTS (0: refused at once when the caller's share is in use). qmd's "
+        "tools wait in a thread: at most the caller's share of those wait, more are refused.",
     )
     health_probe_timeout_seconds: float = Field(
         default=2.0,
