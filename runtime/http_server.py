@@ -17,8 +17,10 @@ after 75 s). :class:`TimedH11Protocol` adds, per connection, one timer at a time
 * idle keep-alive: uvicorn's own, ``LDIMS_HTTP_KEEP_ALIVE_SECONDS``.
 
 A connection past its bound is closed (logged at DEBUG: an attacker may open thousands). So is
-one answered before its body was read in full (a route that takes no body, a 413): uvicorn
-would otherwise read and drop the rest, however long it is.
+one answered before its body was read in full (a route that takes no body, a 413) once more
+than :data:`DRAIN_LIMIT` bytes of the rest are due: uvicorn would otherwise read and drop the
+rest, however long it is (a smaller rest, often just still in flight, is dropped and the
+connection kept for the next request).
 
 And one repair: uvicorn stops reading a connection whose client sends a request behind one
 still being answered (pipelining), so it cannot see that client leave: a stream such as
@@ -49,6 +51,7 @@ from ldims.settings import Settings
 log = logging.getLogger(__name__)
 
 PIPELINE_LIMIT = HIGH_WATER_LIMIT  # bytes of a pipelined request read ahead (uvicorn's mark)
+DRAIN_LIMIT = HIGH_WATER_LIMIT  # bytes of an unread body dropped after the answer, not closed
 
 
 class TimedH11Protocol(H11Protocol):
@@ -62,12 +65,18 @@ class TimedH11Protocol(H11Protocol):
         super().__init__(*args, **kwargs)
         self._read_timer: asyncio.TimerHandle | None = None
         self._head_deadline: float | None = None
+        self._drained: int | None = None  # bytes of an unread body received after the answer
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._watch()
 
     def data_received(self, data: bytes) -> None:
+        if self._drained is not None:
+            self._drained += len(data)
+            if self._drained > DRAIN_LIMIT:
+                self._close()
+                return
         super().data_received(data)
         self._read_on_behind_pipelined_request()
         self._watch()
@@ -75,8 +84,12 @@ class TimedH11Protocol(H11Protocol):
     def on_response_complete(self) -> None:
         if self.conn.their_state is h11.SEND_BODY and not self.transport.is_closing():
             # Answered before its body was read in full (a route that takes none, a refusal):
-            # uvicorn would read and drop the rest however long it is. Close instead.
-            self.transport.close()
+            # uvicorn would read and drop the rest however long it is. A small rest (often
+            # just still in flight) is dropped and the connection kept; a long one closes it.
+            declared = dict(self.headers).get(b"content-length", b"")
+            if declared.isdigit() and int(declared) > DRAIN_LIMIT:
+                self.transport.close()
+            self._drained = 0
         super().on_response_complete()  # may start a pipelined request at once
         self._read_on_behind_pipelined_request()
         self._watch()
@@ -106,6 +119,8 @@ class TimedH11Protocol(H11Protocol):
         if self.transport.is_closing():
             return
         state = self.conn.their_state
+        if state is not h11.SEND_BODY:
+            self._drained = None  # the unread body, if any, is over
         if state is h11.IDLE and self.timeout_keep_alive_task is None:
             # Waiting for a head: a new connection, or bytes after a kept-alive pause.
             if self._head_deadline is None:
@@ -172,4 +187,11 @@ def run_api(app: Any, settings: Settings, host: str, port: int) -> None:
         sys.exit(STARTUP_FAILURE)
 
 
-__all__ = ["PIPELINE_LIMIT", "TimedH11Protocol", "protocol_for", "run_api", "uvicorn_config"]
+__all__ = [
+    "DRAIN_LIMIT",
+    "PIPELINE_LIMIT",
+    "TimedH11Protocol",
+    "protocol_for",
+    "run_api",
+    "uvicorn_config",
+]

@@ -134,12 +134,15 @@ def _read_answer(sock: socket.socket) -> tuple[int, dict[str, object], bool]:
         piece = sock.recv(65536)
         assert piece, "closed in the middle of the answer"
         rest += piece
+    timeout = sock.gettimeout()
+    sock.settimeout(0.5)  # a close comes at once after the answer, or not at all
     try:
         closed = sock.recv(1) == b""
     except ConnectionResetError:
         closed = True
     except TimeoutError:
         closed = False
+    sock.settimeout(timeout)
     return int(lines[0].split()[1]), json.loads(rest[:length]), closed
 
 
@@ -184,6 +187,23 @@ def test_a_route_without_a_body_answers_and_closes_without_reading_one(served: S
     assert answer.status == 200, answer  # its own answer, the body never read
     assert answer.closed and answer.sent < 32 * MiB
     assert answer.peak_rss_growth < 50 * MiB, answer
+
+
+def test_a_small_unread_body_in_flight_keeps_the_connection(served: Served) -> None:
+    """A route that answers before its body has arrived (here 404 for an unknown SSE session)
+    must not cost the client its kept-alive connection: the small rest is dropped."""
+    body = b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}'
+    head = _head(
+        served.port, "POST", "/messages/?session_id=" + "0" * 32, f"Content-Length: {len(body)}\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", served.port), timeout=10) as sock:
+        sock.sendall(head)
+        status, _body, closed = _read_answer(sock)  # answered before the body was sent
+        assert (status, closed) == (404, False)
+        sock.sendall(body)
+        sock.sendall(_head(served.port, "GET", "/api/documents", ""))
+        status, listing, _closed = _read_answer(sock)
+    assert status == 200 and listing["items"] == []
 
 
 def test_a_request_within_the_limits_is_served(served: Served) -> None:
