@@ -342,7 +342,7 @@ class Qmd:
                 continue
             if part.next_line is not None:
                 size = self._length(caller, file)
-                reason = f"File too large ({round(size / 1024)}KB > {round(max_bytes / 1024)}KB)"
+                reason = f"File too large ({round(size / 1024)}KB > {round(per_file / 1024)}KB)"
                 entries.append(MultiGetEntry(file.display_path, skipped=_skipped(file, reason)))
                 continue
             text = part.text
@@ -638,11 +638,11 @@ def _continuation(
     where = f"{file.display_path}:{part.next_line}"
     if max_lines is not None:
         where += f":{max_lines - (part.next_line - part.first_line)}"
-    call = f'get with file="{where}"'
+    call = f'get file="{where}"'
     if part.next_char:
-        call += f" and fromChar={part.next_char}"
+        call += f" fromChar={part.next_char}"
     if numbered:
-        call += " and lineNumbers=true"
+        call += " lineNumbers=true"
     if part.next_char:  # one long line, cut inside
         shown = f"line {part.last_line} up to its character {part.next_char}"
     elif part.last_line > part.first_line:
