@@ -561,8 +561,9 @@ class Settings(BaseSettings):
     mcp_max_content_chars: int = Field(
         default=100_000,
         ge=1000,
-        description="Most characters one MCP resource read returns; longer documents continue "
-        "through the page-range resource.",
+        description="Most characters one MCP read returns (an ldims:// resource, qmd get, "
+        "qmd://, a whole multi_get answer); longer documents continue through the page-range "
+        "resource or the get a truncation notice names.",
     )
     mcp_inline_search_seconds: float = Field(
         default=0.01,
