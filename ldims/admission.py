@@ -13,8 +13,9 @@ the event loop, which costs nothing, and so does a client that hammers without p
 search p95 0.6 s); made to wait, it comes back at most once per ``queue_seconds``. A search
 waiting in a thread holds that thread, so of those at most the caller's share wait; more are
 refused at once.
-When a slot frees, the tenants with a search waiting take turns (round robin), so a tenant's
-backlog never goes before another tenant's single search.
+When a slot frees, it goes to the waiting tenant running the fewest searches, and among
+those to the one served least recently, so a tenant's backlog never goes before another
+tenant's single search.
 
 Searches that are awaited (REST ``/api/search``, MCP ``searchDocuments``) run on this
 module's own thread pool of ``total`` threads (:meth:`SearchAdmission.run`), never on
@@ -31,7 +32,7 @@ import contextlib
 import contextvars
 import math
 import threading
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import AsyncIterator, Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -95,8 +96,11 @@ class SearchAdmission:
         self._running = 0
         self._running_of: dict[_Who, int] = {}  # searches running, per tenant and per key
         self._threaded: dict[_Who, int] = {}  # waiters holding a thread, likewise
-        # Tenants with a search waiting, in turn order; each tenant's waiters in arrival order.
-        self._queue: OrderedDict[str, deque[_Waiter]] = OrderedDict()
+        # Tenants with a search waiting; each tenant's waiters in arrival order.
+        self._queue: dict[str, deque[_Waiter]] = {}
+        # When each tenant with a search running or waiting last took a slot (a counter).
+        self._served: dict[str, int] = {}
+        self._turns = 0
         self._pool = ThreadPoolExecutor(max_workers=limits.total, thread_name_prefix="search")
 
     @property
@@ -212,7 +216,14 @@ class SearchAdmission:
                 if not waiting:
                     del self._queue[waiter.tenant]
             self._unqueue(waiter)
+            self._forget(waiter.tenant)
             return True
+
+    def _forget(self, tenant: str) -> None:
+        """Under the lock: drop a tenant's last turn once it has nothing running or waiting
+        (the table stays as small as the tenants searching now)."""
+        if tenant not in self._queue and ("tenant", tenant) not in self._running_of:
+            self._served.pop(tenant, None)
 
     def _release(self, caller: Caller) -> None:
         with self._lock:
@@ -220,27 +231,28 @@ class SearchAdmission:
             for who in _whom(caller.tenant, caller.key_id):
                 _bump(self._running_of, who, -1)
             self._grant()
+            self._forget(caller.tenant)
 
     def _grant(self) -> None:
-        """Under the lock: hand free slots to waiting searches, the tenants taking turns."""
-        progress = True
-        while progress and self._running < self.limits.total and self._queue:
-            progress = False
-            for tenant in list(self._queue):
-                waiting = self._queue[tenant]
-                waiter = next((w for w in waiting if self._free_for(tenant, w.key)), None)
-                if waiter is None:
-                    continue
-                waiting.remove(waiter)
+        """Under the lock: hand free slots to waiting searches, fairly between tenants."""
+        while self._running < self.limits.total and self._queue:
+            eligible = [
+                (self._running_of.get(("tenant", tenant), 0), self._served.get(tenant, -1), tenant)
+                for tenant, waiting in self._queue.items()
+                if any(self._free_for(tenant, waiter.key) for waiter in waiting)
+            ]
+            if not eligible:
+                return
+            tenant = min(eligible)[2]
+            waiting = self._queue[tenant]
+            waiter = next(w for w in waiting if self._free_for(tenant, w.key))
+            waiting.remove(waiter)
+            if not waiting:
                 del self._queue[tenant]
-                if waiting:
-                    self._queue[tenant] = waiting  # to the back of the turn order
-                self._unqueue(waiter)
-                self._take(tenant, waiter.key)
-                waiter.granted = True
-                waiter.wake()
-                progress = True
-                break
+            self._unqueue(waiter)
+            self._take(tenant, waiter.key)
+            waiter.granted = True
+            waiter.wake()
 
     def _free_for(self, tenant: str, key: str | None) -> bool:
         return self._running < self.limits.total and not self._over(self._running_of, tenant, key)
@@ -256,6 +268,8 @@ class SearchAdmission:
         self._running += 1
         for who in _whom(tenant, key):
             _bump(self._running_of, who, 1)
+        self._turns += 1
+        self._served[tenant] = self._turns
 
     def _unqueue(self, waiter: _Waiter) -> None:
         if waiter.threaded:

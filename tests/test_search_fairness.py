@@ -18,6 +18,7 @@ import json
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -197,3 +198,72 @@ async def _mcp_searches(tenants: Tenants, count: int) -> list[float]:
             assert not result.is_error, body
             assert body["totalMatches"] == 1
     return seconds
+
+
+# --- the admission itself, without a server (fast) ------------------------------------------
+def _admission(total: int = 2, per_tenant: int = 1, per_key: int = 1, queue: float = 5.0) -> Any:
+    from ldims.admission import AdmissionLimits, SearchAdmission
+
+    return SearchAdmission(AdmissionLimits(total, per_tenant, per_key, queue))
+
+
+def test_tenants_take_turns_and_a_key_keeps_to_its_share() -> None:
+    from ldims.caller import Caller
+    from ldims.errors import TooManyRequests
+
+    admission = _admission(total=1, per_tenant=1, per_key=1)
+    b, a = Caller("bravo", key_id="key_b"), Caller("alpha", key_id="key_a")
+    order: list[str] = []
+    release = threading.Event()
+
+    async def search(caller: Caller, name: str) -> None:
+        async with admission.admitted(caller) as on_pool:
+            order.append(name)
+            await on_pool(lambda: release.wait(5))
+
+    async def flood() -> None:
+        first = asyncio.create_task(search(b, "b1"))
+        await asyncio.sleep(0.05)  # b1 runs; b2, b3 wait, then a1 arrives
+        waiting = [asyncio.create_task(search(b, name)) for name in ("b2", "b3")]
+        await asyncio.sleep(0.05)
+        waiting.append(asyncio.create_task(search(a, "a1")))
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.gather(first, *waiting)
+
+    asyncio.run(flood())
+    assert order == ["b1", "a1", "b2", "b3"]  # a1 went before b's backlog
+
+    # In a thread: a key over its share waits its turn, then is refused, saying when to retry.
+    quick = _admission(total=4, per_tenant=2, per_key=1, queue=0.2)
+    started = time.perf_counter()
+    with quick.slot(b), pytest.raises(TooManyRequests) as refused, quick.slot(b):
+        pass
+    assert 0.2 <= time.perf_counter() - started < 2
+    assert refused.value.details["retryAfterSeconds"] == 1 and quick.running == 0
+    with quick.slot(a), quick.slot(Caller("alpha", key_id="key_a2")):
+        assert quick.running == 2  # another key of alpha runs within the tenant's share
+
+
+def test_a_slot_goes_back_when_its_work_ends_even_if_nobody_waits_for_it() -> None:
+    from ldims.caller import Caller
+
+    admission = _admission(total=1, per_tenant=1, per_key=1)
+    caller = Caller("bravo")
+    done = threading.Event()
+
+    async def abandoned() -> None:
+        async def search() -> None:
+            async with admission.admitted(caller) as on_pool:
+                await on_pool(lambda: done.wait(5))
+
+        task = asyncio.create_task(search())
+        await asyncio.sleep(0.05)
+        task.cancel()  # the caller gives up; the search runs on to its end
+        await asyncio.sleep(0.05)
+        assert admission.running == 1
+        done.set()
+        await asyncio.sleep(0.1)
+        assert admission.running == 0
+
+    asyncio.run(abandoned())
