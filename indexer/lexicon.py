@@ -10,6 +10,13 @@ maps each row to its document, tenant and collection (a delete knows only the id
 worker writes it in the same batches as Whoosh (:class:`~indexer.whoosh_index.Batch`), after
 Whoosh's commit; searches open a read-only connection each, bounded in time by SQLite's
 progress handler.
+
+A row holds at most :data:`SEGMENT_CHARS` characters of a document: a longer document is
+several rows (cut at line ends, a longer line in pieces), each with the number of its first
+line, and a search ranks a document by its best row. Every document qmd's tests and most
+notes hold is one row, ranked exactly as qmd ranks it; a 19 MB text is 190 rows, not one
+19 MB row that a phrase search never finished and whose whole text every hit carried back.
+(Across rows, every word of a query must be in one row to match.)
 """
 
 from __future__ import annotations
@@ -41,13 +48,20 @@ _HYPHENATED = regex.compile(r"^[\p{L}\p{N}][\p{L}\p{N}'-]*-[\p{L}\p{N}][\p{L}\p{
 _DOTTED_PART = regex.compile(r"^[\p{L}\p{N}_]+$")
 _SPACE = regex.compile(r"\s")
 _STEPS_PER_CHECK = 1000  # SQLite VM steps between two looks at the clock
+SEGMENT_CHARS = 100_000  # characters of a document in one row at most (see the module)
+_ROWS = (
+    "CREATE TABLE IF NOT EXISTS rows (rowid INTEGER PRIMARY KEY, document_id TEXT NOT NULL, "
+    "tenant TEXT NOT NULL, collection TEXT NOT NULL, line_start INTEGER NOT NULL DEFAULT 1, "
+    "body TEXT NOT NULL)"
+)
 
 
 @dataclass(frozen=True)
 class LexicalHit:
     document_id: str
     bm25: float  # FTS5's (negative: lower is better)
-    body: str
+    body: str  # the best row's text
+    line_start: int = 1  # the number of its first line in the document
 
     @property
     def score(self) -> float:
@@ -191,16 +205,21 @@ class Lexicon:
                 "SELECT 1 FROM sqlite_master WHERE name = ?", (table,)
             ).fetchone():
                 return []
-            scope = (
-                "AND f.rowid IN (SELECT rowid FROM rows WHERE collection = ?)" if collection else ""
-            )
+            scope = "AND r2.collection = ?" if collection else ""
             parameters: tuple[object, ...] = (
                 (query, collection, limit) if collection else (query, limit)
             )
+            line_start = "r.line_start" if _has_line_start(connection) else "1"
+            # Each document by its best row (ties: the row written first, as qmd's files).
             found = connection.execute(
-                f"SELECT r.document_id, bm25({table}, {', '.join(map(str, WEIGHTS))}) AS s, "
-                f"r.body FROM {table} AS f JOIN rows AS r ON r.rowid = f.rowid "
-                f"WHERE {table} MATCH ? {scope} ORDER BY s, f.rowid LIMIT ?",
+                f"SELECT r.document_id, m.s, r.body, {line_start} FROM ("
+                "SELECT rid, s, ROW_NUMBER() OVER (PARTITION BY document_id ORDER BY s, rid) "
+                "AS n FROM ("
+                f"SELECT f.rowid AS rid, bm25({table}, {', '.join(map(str, WEIGHTS))}) AS s, "
+                f"r2.document_id AS document_id FROM {table} AS f "
+                f"JOIN rows AS r2 ON r2.rowid = f.rowid WHERE {table} MATCH ? {scope})"
+                ") AS m JOIN rows AS r ON r.rowid = m.rid WHERE m.n = 1 ORDER BY m.s, m.rid "
+                "LIMIT ?",
                 parameters,
             ).fetchall()
         except sqlite3.OperationalError as exc:
@@ -211,7 +230,10 @@ class Lexicon:
             raise
         finally:
             connection.close()
-        return [LexicalHit(document_id, float(score), body) for document_id, score, body in found]
+        return [
+            LexicalHit(document_id, float(score), body, int(line))
+            for document_id, score, body, line in found
+        ]
 
     def _connect(self, readonly: bool) -> sqlite3.Connection:
         if readonly:
@@ -221,12 +243,20 @@ class Lexicon:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         connection = sqlite3.connect(self.path, timeout=30)
         connection.execute("PRAGMA journal_mode=WAL")
-        connection.execute(
-            "CREATE TABLE IF NOT EXISTS rows (rowid INTEGER PRIMARY KEY, "
-            "document_id TEXT UNIQUE NOT NULL, tenant TEXT NOT NULL, collection TEXT NOT NULL, "
-            "body TEXT NOT NULL)"
-        )
+        exists = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'rows'").fetchone()
+        if exists and not _has_line_start(connection):
+            # A file of one row per document: its rows kept (rowids too), the new columns added.
+            connection.execute("ALTER TABLE rows RENAME TO rows_whole")
+            connection.execute(_ROWS)
+            connection.execute(
+                "INSERT INTO rows (rowid, document_id, tenant, collection, line_start, body) "
+                "SELECT rowid, document_id, tenant, collection, 1, body FROM rows_whole"
+            )
+            connection.execute("DROP TABLE rows_whole")
+            connection.commit()
+        connection.execute(_ROWS)
         connection.execute("CREATE INDEX IF NOT EXISTS rows_collection ON rows (collection)")
+        connection.execute("CREATE INDEX IF NOT EXISTS rows_document ON rows (document_id)")
         return connection
 
 
@@ -247,33 +277,57 @@ class LexiconWriter:
     def replace(
         self, document_id: str, tenant: str, collection: str, path: str, title: str, body: str
     ) -> None:
-        """The document's row (a new rowid: a replaced document ranks after older ties, as a
-        qmd file written later does)."""
+        """The document's rows (new rowids: a replaced document ranks after older ties, as a
+        qmd file written later does), each of at most :data:`SEGMENT_CHARS` characters."""
         self.delete(document_id)
         table = _table(tenant)
         self._ensure(table)
-        cursor = self._connection.execute(
-            "INSERT INTO rows (document_id, tenant, collection, body) VALUES (?, ?, ?, ?)",
-            (document_id, tenant, collection, body),
-        )
-        self._connection.execute(
-            f"INSERT INTO {table} (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
-            (
-                cursor.lastrowid,
-                spaced_cjk(f"{collection}/{path}"),
-                spaced_cjk(title),
-                spaced_cjk(body),
-            ),
-        )
+        filepath, heading = spaced_cjk(f"{collection}/{path}"), spaced_cjk(title)
+        for line_start, text in segments(body):
+            cursor = self._connection.execute(
+                "INSERT INTO rows (document_id, tenant, collection, line_start, body) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (document_id, tenant, collection, line_start, text),
+            )
+            self._connection.execute(
+                f"INSERT INTO {table} (rowid, filepath, title, body) VALUES (?, ?, ?, ?)",
+                (cursor.lastrowid, filepath, heading, spaced_cjk(text)),
+            )
 
     def delete(self, document_id: str) -> None:
-        row = self._connection.execute(
+        rows = self._connection.execute(
             "SELECT rowid, tenant FROM rows WHERE document_id = ?", (document_id,)
-        ).fetchone()
-        if row is None:
-            return
-        rowid, tenant = row
-        table = _table(tenant)
-        self._ensure(table)
-        self._connection.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
-        self._connection.execute("DELETE FROM rows WHERE rowid = ?", (rowid,))
+        ).fetchall()
+        for rowid, tenant in rows:
+            table = _table(tenant)
+            self._ensure(table)
+            self._connection.execute(f"DELETE FROM {table} WHERE rowid = ?", (rowid,))
+            self._connection.execute("DELETE FROM rows WHERE rowid = ?", (rowid,))
+
+
+def segments(body: str, limit: int = SEGMENT_CHARS) -> Iterator[tuple[int, str]]:
+    """``body`` in rows of at most ``limit`` characters, each with its first line's number:
+    whole lines, a longer line in pieces (cut after a space when one is near the end).
+    One row, the body itself, when it fits."""
+    if len(body) <= limit:
+        yield 1, body
+        return
+    start, line = 0, 1
+    while start < len(body):
+        end = min(len(body), start + limit)
+        if end < len(body):
+            newline = body.rfind("\n", start, end)
+            if newline >= start:
+                end = newline + 1  # whole lines
+            else:  # one line longer than a row
+                space = body.rfind(" ", start + limit // 2, end)
+                end = space + 1 if space >= 0 else end
+        text = body[start:end]
+        yield line, text.removesuffix("\n")
+        line += text.count("\n")
+        start = end
+
+
+def _has_line_start(connection: sqlite3.Connection) -> bool:
+    columns = connection.execute("PRAGMA table_info(rows)").fetchall()
+    return any(column[1] == "line_start" for column in columns)

@@ -211,7 +211,7 @@ class Qmd:
             score = round(hit.score, 2)
             if file is None or score < min_score:
                 continue
-            line, excerpt = snippet(hit.body, 1, query, SNIPPET_CHARS)
+            line, excerpt = snippet(hit.body, hit.line_start, query, SNIPPET_CHARS)
             results.append(
                 SearchResult(
                     docid=file.docid,
