@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ldims.qmd.folders import FolderFile, open_file, scan
+from ldims.qmd.folders import MASK_PATTERNS, FolderFile, check_mask, open_file, scan
 
 SECRET = b"the other tenant's secret\n"
 
@@ -87,3 +87,9 @@ def test_a_pipe_swapped_in_is_refused_without_hanging(tree: tuple[Path, Path]) -
     with pytest.raises(OSError) as refused:
         open_file(file)
     assert refused.value.errno == errno.ESTALE
+
+
+def test_a_mask_whose_braces_expand_past_the_bound_is_refused() -> None:
+    assert check_mask("{notes,docs}/**/*.{md,txt}") == "{notes,docs}/**/*.{md,txt}"
+    with pytest.raises(ValueError, match=f"more than {MASK_PATTERNS} patterns"):
+        check_mask("{1..100000}.md")
