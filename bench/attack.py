@@ -146,7 +146,7 @@ def server_settings(run: Run) -> dict[str, str]:
         "LDIMS_EMBEDDING_MODEL": "none",
         # A budget the oracle can reach with one book; the mechanism is the same at any size.
         "LDIMS_SEARCH_MAX_POSTINGS": str(run.max_postings),
-        "LDIMS_HTTP_IDLE_TIMEOUT_SECONDS": str(run.idle_timeout),
+        "LDIMS_HTTP_KEEP_ALIVE_SECONDS": str(run.idle_timeout),
         "LDIMS_HTTP_HEADER_TIMEOUT_SECONDS": str(run.idle_timeout),
     }
 
