@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from indexer import Chunk
-from ldims.documents.extract_text import text_pieces, window
+from ldims.documents.extract_text import read_pages, text_pieces, window
 from tests.conftest import RedisServer, Stack, make_settings
 from workers.chunking import MAX_CHUNK_CHARS, chunk_pages
 from workers.extraction import ExtractionResult, Page
@@ -110,6 +110,9 @@ def test_a_window_walk_gives_the_text_exactly_once(tmp_path: Path) -> None:
             parts.append("\n")
         line, char = part.next_line, part.next_char
     assert "".join(parts) == whole
+    # Pages as the documents toolset reads them: each cut past the bound, and their count.
+    assert read_pages(path, 1, 10, 1000) == ([pages[0][:1001]], 4)
+    assert read_pages(path, 3, 4, 1000) == (["", pages[3]], 4)
 
 
 # --- over the real stack -----------------------------------------------------------------------
@@ -120,12 +123,14 @@ def big(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) -> 
     settings = make_settings(tmp, redis_url, mcp_max_content_chars=CAP)
     stack = Stack(settings, tmp).start()
     texts = {"oneline.txt": prose(8 * MB, 5), "lines.md": prose(8 * MB, 6, 12)}
+    stack.ids = {}
     try:
         for name, text in texts.items():
             answer = stack.upload(name, text.encode(), collection="big")
             assert answer.status_code == 202, answer.text
             done = stack.wait_final(answer.json()["documentId"], timeout=300)
             assert done["status"] == "completed", done
+            stack.ids[name] = done["documentId"]
             assert done["chunks"] >= len(text) // MAX_CHUNK_CHARS  # not one 8 MB chunk
         yield stack, texts
     finally:
@@ -210,6 +215,12 @@ def test_the_resource_and_multi_get_are_bounded_and_say_how_to_go_on(big: Any) -
                 f"{round(CAP / 1024)}KB). Use 'get' with file=\"big/{name}\" to retrieve.]"
                 for name in sorted(texts)
             ]
+            for name, document_id in stack.ids.items():
+                uri = f"ldims://docs/{document_id}/extracted_content"
+                whole = (await mcp.read_resource(uri)).contents[0].text
+                assert len(whole) <= CAP + 300
+                assert whole.startswith(texts[name][:CAP // 2])
+                assert f"is longer than {CAP} characters; it was cut here" in whole
             hostile = await mcp.call_tool("multi_get", {"pattern": "{1..100000}"})
             assert hostile.is_error
             assert hostile.structured_content["errorCode"] == "INVALID_INPUT"
@@ -248,6 +259,11 @@ def test_eight_concurrent_largest_reads_keep_the_api_memory_flat(big: Any) -> No
                 name = ["big/oneline.txt", "big/lines.md"][n % 2]
                 if n % 4 == 3:
                     calls.append(mcp.read_resource(f"qmd://{name}"))
+                elif n % 4 == 1:  # the documents toolset's largest read
+                    document_id = stack.ids[name.removeprefix("big/")]
+                    calls.append(
+                        mcp.read_resource(f"ldims://docs/{document_id}/extracted_content")
+                    )
                 elif n % 4 == 2:
                     calls.append(mcp.call_tool("multi_get", {"pattern": "big/*", "maxBytes": CAP}))
                 else:

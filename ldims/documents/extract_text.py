@@ -73,6 +73,85 @@ def text_pieces(path: Path, separator: Separator) -> Iterator[str]:
         yield from scanner.string()
 
 
+def read_pages(path: Path, first: int, last: int, budget: int) -> tuple[list[str], int]:
+    """Pages ``first..last`` (counted from 1) of the extract at ``path``, in order, each at
+    most ``budget + 1`` characters, no more once ``budget`` characters are gathered (a
+    reader showing at most ``budget`` stops there); and how many pages it has (its text
+    alone is page 1 when it has no pages)."""
+    with open(path, "rb") as handle:
+        scanner = _Scanner(handle)
+        scanner.take(ord("{"))
+        text_at: int | None = None
+        count = 0
+        texts: list[str] = []
+        while True:
+            key = "".join(scanner.string())
+            scanner.take(ord(":"))
+            if key == "text":
+                text_at = scanner.offset()
+                scanner.skip_value()
+            elif key == "pages":
+                count = _gather(scanner, first, last, budget, texts)
+            else:
+                scanner.skip_value()
+            if scanner.peek() == ord("}"):
+                break
+            scanner.take(ord(","))
+        if count:
+            return texts, count
+        if text_at is None:
+            raise UnreadableStream("no text in the extract")
+        scanner.seek(text_at)
+        return ([_beginning(scanner.string(), budget + 1)] if first == 1 else []), 1
+
+
+def _gather(scanner: _Scanner, first: int, last: int, budget: int, texts: list[str]) -> int:
+    """The pages of the ``pages`` array wanted by :func:`read_pages` into ``texts``; how
+    many there are."""
+    scanner.take(ord("["))
+    count = previous = 0
+    gathered = 0
+    while scanner.peek() != ord("]"):
+        if count:
+            scanner.take(ord(","))
+        scanner.take(ord("{"))
+        number: int | None = None
+        while True:
+            key = "".join(scanner.string())
+            scanner.take(ord(":"))
+            if key == "number":
+                number = scanner.integer()
+            elif key == "text":
+                if number is None or number <= previous:
+                    raise UnreadableStream("pages out of order")
+                previous = number
+                count += 1
+                if first <= count <= last and gathered <= budget:
+                    texts.append(_beginning(scanner.string(), budget + 1))
+                    gathered += len(texts[-1])
+                else:
+                    scanner.skip_value()
+            else:
+                scanner.skip_value()
+            if scanner.peek() == ord("}"):
+                scanner.take(ord("}"))
+                break
+            scanner.take(ord(","))
+    scanner.take(ord("]"))
+    return count
+
+
+def _beginning(pieces: Iterator[str], most: int) -> str:
+    """At most ``most`` characters of ``pieces`` (the rest read through, not kept)."""
+    kept: list[str] = []
+    size = 0
+    for piece in pieces:
+        if size < most:
+            kept.append(piece[: most - size])
+            size += len(kept[-1])
+    return "".join(kept)
+
+
 def _pages(scanner: _Scanner, separator: Separator) -> Iterator[str]:
     """The pages' texts (with separators) of the ``pages`` array at the scanner."""
     scanner.take(ord("["))

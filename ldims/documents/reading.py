@@ -9,6 +9,7 @@ with one blank line between pages, counted from 1 (:mod:`workers.chunking`).
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ from pydantic import BaseModel, Field
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, repository
 from ldims.compact_schema import compact_field
+from ldims.documents.extract_text import UnreadableStream, read_pages
 from ldims.documents.intake import owned_document
 from ldims.documents.uris import extracted_uri, lines_uri, pages_uri
 from ldims.errors import ContentUnavailable, InvalidInput, NotFound, StillProcessing
@@ -28,6 +30,8 @@ from workers import ExtractionResult, ExtractStore
 
 _RANGE = re.compile(r"^(?P<first>\d{1,7})(?:-(?P<last>\d{1,7}))?$")
 RETRY_AFTER_SECONDS = 5
+_ALL = 10**9  # "to the last page"
+log = logging.getLogger(__name__)
 _STAGES = {
     "queued": "waiting for an extraction worker",
     "processing": "text extraction and indexing in progress",
@@ -176,23 +180,36 @@ class DocumentReader:
 
     def whole(self, caller: Caller, document_id: str) -> DocumentPart:
         """The whole document, or as many whole pages from the first as fit one part."""
-        document, result = self.content(caller, document_id)
-        pages = pages_of(result)
-        return self._pages_part(document, pages, 1, len(pages), extracted_uri(document.public_id))
+        document, path = self.extract_file(caller, document_id)
+        texts, count = self._read_pages(path, 1, _ALL)
+        return self._pages_part(
+            document, texts, count, 1, count, extracted_uri(document.public_id)
+        )
 
     def pages(self, caller: Caller, document_id: str, pages_range: str) -> DocumentPart:
         """Pages ``first..last`` (``"3"`` or ``"3-7"``), as many whole pages as fit."""
         first, last = parse_range(pages_range)
-        document, result = self.content(caller, document_id)
-        pages = pages_of(result)
-        if first > len(pages):
+        document, path = self.extract_file(caller, document_id)
+        texts, count = self._read_pages(path, first, last)
+        if first > count:
             raise NotFound(
-                f"The document has {len(pages)} page(s).",
+                f"The document has {count} page(s).",
                 documentId=document.public_id,
-                pageCount=len(pages),
+                pageCount=count,
             )
         uri = pages_uri(document.public_id, pages_range)
-        return self._pages_part(document, pages, first, min(last, len(pages)), uri)
+        return self._pages_part(document, texts, count, first, min(last, count), uri)
+
+    def _read_pages(self, path: Path, first: int, last: int) -> tuple[list[str], int]:
+        """Pages ``first..last`` as far as one part can show them, read from the extract in
+        pieces (:func:`read_pages`), and the page count."""
+        limit = self.settings.mcp_max_content_chars
+        try:
+            return read_pages(path, first, last, limit)
+        except UnreadableStream as exc:
+            log.warning("extract %s read whole: %s", path.name, exc)
+            pages = pages_of(ExtractionResult.from_json(path.read_text(encoding="utf-8")))
+            return [page[: limit + 1] for page in pages[first - 1 : last]], len(pages)
 
     def lines(self, caller: Caller, document_id: str, lines_range: str) -> DocumentPart:
         """Lines ``first..last`` in the numbering of search hits, each prefixed with its
@@ -233,17 +250,25 @@ class DocumentReader:
         return DocumentPart(document, text, meta)
 
     def _pages_part(
-        self, document: Document, pages: list[str], first: int, last: int, uri: str
+        self,
+        document: Document,
+        texts: list[str],
+        count: int,
+        first: int,
+        last: int,
+        uri: str,
     ) -> DocumentPart:
-        """Pages ``first..last`` (1-based), as many whole pages as fit the size limit; a part
-        that stops early ends with the URI of the rest."""
+        """Pages ``first..last`` (1-based; ``texts``: theirs from ``first``, as far as they
+        were read, each cut past the limit), as many whole pages as fit the size limit; a
+        part that stops early ends with the URI of the rest."""
         limit = self.settings.mcp_max_content_chars
-        marked = len(pages) > 1 or first > 1
+        marked = count > 1 or first > 1
         parts: list[str] = []
         size = 0
         shown = first - 1
-        for number in range(first, last + 1):
-            text = f"--- page {number} ---\n{pages[number - 1]}" if marked else pages[number - 1]
+        for number in range(first, min(last, first + len(texts) - 1) + 1):
+            page = texts[number - first]
+            text = f"--- page {number} ---\n{page}" if marked else page
             if size + len(text) > limit and parts:
                 break
             if len(text) > limit:  # one page alone is over the limit: its beginning only
@@ -257,7 +282,7 @@ class DocumentReader:
             "documentName": document.name,
             "extractedAt": document.extracted_at.isoformat() if document.extracted_at else None,
             "format": document.format,
-            "pageCount": len(pages),
+            "pageCount": count,
             "pages": f"{first}-{shown}",
             "truncated": truncated,
         }
@@ -266,7 +291,7 @@ class DocumentReader:
             next_uri = pages_uri(document.public_id, f"{rest}-{last}" if rest < last else str(rest))
             if shown < last:
                 meta["nextUri"] = next_uri
-                body += f"\n\n[Part of the document: pages {first}-{shown} of {len(pages)}. "
+                body += f"\n\n[Part of the document: pages {first}-{shown} of {count}. "
                 body += f"Continue with {next_uri}]"
             else:
                 body += f"\n\n[Page {shown} is longer than {limit} characters; it was cut here.]"
