@@ -24,7 +24,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from indexer import Chunk
-from ldims.documents.extract_text import read_pages, text_pieces, window
+from ldims.documents.extract_text import line_beginnings, read_pages, text_pieces, window
 from tests.conftest import RedisServer, Stack, make_settings
 from workers.chunking import MAX_CHUNK_CHARS, chunk_pages
 from workers.extraction import ExtractionResult, Page
@@ -110,6 +110,11 @@ def test_a_window_walk_gives_the_text_exactly_once(tmp_path: Path) -> None:
             parts.append("\n")
         line, char = part.next_line, part.next_char
     assert "".join(parts) == whole
+    # Lines as the documents toolset numbers them, each cut past the bound.
+    numbered = "\n\n".join(pages).split("\n")
+    blank = "\n\n".format
+    shown = list(line_beginnings(text_pieces(path, lambda n: blank()), 30, 50))
+    assert shown == [line[:50] for line in numbered[29:]]
     # Pages as the documents toolset reads them: each cut past the bound, and their count.
     assert read_pages(path, 1, 10, 1000) == ([pages[0][:1001]], 4)
     assert read_pages(path, 3, 4, 1000) == (["", pages[3]], 4)

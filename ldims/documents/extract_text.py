@@ -375,6 +375,22 @@ def window(
     return Window("", from_line, from_line - 1, None, 0, False)
 
 
+def line_beginnings(pieces: Iterable[str], first: int, most: int) -> Iterator[str]:
+    """The lines of the text in ``pieces`` from line ``first`` (counted from 1), each its
+    first ``most`` characters at most."""
+    current: list[str] = []
+    held = 0
+    for segment, ends in _from(_segments(pieces), first, 0):
+        if held < most:
+            current.append(segment[: most - held])
+            held += len(current[-1])
+        if ends is not False:
+            yield "".join(current)
+            if ends is None:
+                return
+            current, held = [], 0
+
+
 def _cut(text: str, room: int) -> str:
     """At most ``room`` characters of ``text``, ending after a white space of the last part
     when there is one."""

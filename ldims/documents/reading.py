@@ -20,7 +20,12 @@ from pydantic import BaseModel, Field
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, repository
 from ldims.compact_schema import compact_field
-from ldims.documents.extract_text import UnreadableStream, read_pages
+from ldims.documents.extract_text import (
+    UnreadableStream,
+    line_beginnings,
+    read_pages,
+    text_pieces,
+)
 from ldims.documents.intake import owned_document
 from ldims.documents.uris import extracted_uri, lines_uri, pages_uri
 from ldims.errors import ContentUnavailable, InvalidInput, NotFound, StillProcessing
@@ -31,6 +36,13 @@ from workers import ExtractionResult, ExtractStore
 _RANGE = re.compile(r"^(?P<first>\d{1,7})(?:-(?P<last>\d{1,7}))?$")
 RETRY_AFTER_SECONDS = 5
 _ALL = 10**9  # "to the last page"
+
+
+def _blank_line(number: int) -> str:
+    """Between two pages in the line numbering of search hits: one blank line."""
+    return "\n\n"
+
+
 log = logging.getLogger(__name__)
 _STAGES = {
     "queued": "waiting for an extraction worker",
@@ -215,22 +227,29 @@ class DocumentReader:
         """Lines ``first..last`` in the numbering of search hits, each prefixed with its
         number; as many whole lines as fit one part."""
         first, last = parse_range(lines_range)
-        document, result = self.content(caller, document_id)
-        lines = "\n\n".join(pages_of(result)).split("\n")
-        if first > len(lines):
-            raise NotFound(
-                f"The document has {len(lines)} line(s).",
-                documentId=document.public_id,
-                lineCount=len(lines),
-            )
-        last = min(last, len(lines))
+        document, path = self.extract_file(caller, document_id)
         limit = self.settings.mcp_max_content_chars
+        try:  # two walks of the extract in pieces: the count, then the lines shown
+            count = 1 + sum(piece.count("\n") for piece in text_pieces(path, _blank_line))
+            wanted = line_beginnings(text_pieces(path, _blank_line), first, limit + 1)
+        except UnreadableStream as exc:
+            log.warning("extract %s read whole: %s", path.name, exc)
+            whole = "\n\n".join(pages_of(ExtractionResult.from_json(path.read_text("utf-8"))))
+            count = whole.count("\n") + 1
+            wanted = iter(whole.split("\n")[first - 1 :])
+        if first > count:
+            raise NotFound(
+                f"The document has {count} line(s).",
+                documentId=document.public_id,
+                lineCount=count,
+            )
+        last = min(last, count)
         width = len(str(last))
         out: list[str] = []
         size = 0
         shown = first - 1
-        for number in range(first, last + 1):
-            line = f"{number:>{width}}: {lines[number - 1]}"
+        for number, text in zip(range(first, last + 1), wanted, strict=False):
+            line = f"{number:>{width}}: {text}"
             if out and size + len(line) + 1 > limit:
                 break
             out.append(line[:limit])
@@ -238,7 +257,7 @@ class DocumentReader:
             shown = number
         meta: dict[str, Any] = {
             "documentName": document.name,
-            "lineCount": len(lines),
+            "lineCount": count,
             "lines": f"{first}-{shown}",
             "truncated": shown < last,
         }
@@ -246,7 +265,7 @@ class DocumentReader:
         if shown < last:
             rest = lines_uri(document.public_id, f"{shown + 1}-{last}")
             meta["nextUri"] = rest
-            text += f"\n\n[Lines {first}-{shown} of {len(lines)}. Continue with {rest}]"
+            text += f"\n\n[Lines {first}-{shown} of {count}. Continue with {rest}]"
         return DocumentPart(document, text, meta)
 
     def _pages_part(
