@@ -576,6 +576,11 @@ def full_text(document: IndexedDocument) -> str:
     if not document.chunks:
         return ""
     lines = [""] * max(chunk.line_end for chunk in document.chunks)
+    last = 0
     for chunk in document.chunks:
+        if chunk.line_start == chunk.line_end == last:  # the next piece of one long line
+            lines[last - 1] += chunk.text
+            continue
         lines[chunk.line_start - 1 : chunk.line_end] = chunk.text.split("\n")
+        last = chunk.line_end
     return "\n".join(lines)

@@ -33,6 +33,7 @@ CAP = 200_000  # LDIMS_MCP_MAX_CONTENT_CHARS of the stack
 MB = 1 << 20
 _NEXT = re.compile(r'\n\n\[\.\.\. truncated at \d+ characters: [^\]]*Continue with get '
                    r'file="(?P<file>[^"]+)"(?: fromChar=(?P<char>\d+))?[^\]]*\]$')
+FIRST_WORD, LAST_WORD = "alphaquintessa", "omegaquintessa"
 WORDS = ["turbine", "blade", "controller", "fault", "code", "warranty", "zebra", "quokka"]
 
 
@@ -127,7 +128,9 @@ def big(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) -> 
     redis_url = shared_redis.url.rsplit("/", 1)[0] + "/11"
     settings = make_settings(tmp, redis_url, mcp_max_content_chars=CAP)
     stack = Stack(settings, tmp).start()
-    texts = {"oneline.txt": prose(8 * MB, 5), "lines.md": prose(8 * MB, 6, 12)}
+    # Words found once, at the start and the end of the long line (qmd's search must find both).
+    oneline = f"{FIRST_WORD} {prose(8 * MB, 5)} {LAST_WORD}"
+    texts = {"oneline.txt": oneline, "lines.md": prose(8 * MB, 6, 12)}
     stack.ids = {}
     try:
         for name, text in texts.items():
@@ -190,6 +193,25 @@ def test_get_reads_a_long_document_in_bounded_parts_exactly_once(big: Any) -> No
                 whole, reads = await walk(mcp, f"big/{name}")
                 assert whole == text, name
                 assert reads >= len(text) // CAP
+        finally:
+            await close(client, mcp)
+
+    asyncio.run(go())
+
+
+def test_qmd_search_finds_words_anywhere_in_a_long_line(big: Any) -> None:
+    # The lexicon's text is rebuilt from the chunks: the pieces of one long line share its
+    # number, and each once overwrote the last, so only the line's end was searchable.
+    stack, _texts = big
+
+    async def go() -> None:
+        client, mcp = await session(stack.api.url)
+        try:
+            for word in (FIRST_WORD, LAST_WORD):
+                found = await mcp.call_tool("search", {"query": word})
+                assert not found.is_error, found.content
+                files = [hit["file"] for hit in found.structured_content["results"]]
+                assert files == ["big/oneline.txt"], (word, found.structured_content)
         finally:
             await close(client, mcp)
 
