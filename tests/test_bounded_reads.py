@@ -258,6 +258,24 @@ def test_the_resource_and_multi_get_are_bounded_and_say_how_to_go_on(big: Any) -
     asyncio.run(go())
 
 
+def test_rest_content_pages_through_a_long_text_in_bounded_parts(big: Any) -> None:
+    stack, texts = big
+    headers = {"X-LDIMS-Tenant": "default"}
+    with httpx2.Client(base_url=stack.api.url, headers=headers, timeout=120) as http:
+        for name, document_id in stack.ids.items():
+            route = f"/api/documents/{document_id}/content"
+            asked = http.get(route, params={"limit": 10**9}).json()  # capped, not the whole
+            assert asked["length"] == CAP and asked["nextOffset"] == CAP
+            assert asked["totalLength"] == len(texts[name])
+            parts, offset = [], 0
+            while offset is not None:
+                body = http.get(route, params={"offset": offset}).json()
+                assert body["length"] <= CAP and body["offset"] == offset
+                parts.append(body["text"])
+                offset = body["nextOffset"]
+            assert "".join(parts) == texts[name], name
+
+
 def test_eight_concurrent_largest_reads_keep_the_api_memory_flat(big: Any) -> None:
     stack, _ = big
     process = psutil.Process()  # the API serves from this process (a thread)

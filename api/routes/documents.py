@@ -271,7 +271,12 @@ def get_content(
     caller: ReaderDep,
     offset: Annotated[int, Query(ge=0, description="First character to return.")] = 0,
     limit: Annotated[
-        int | None, Query(ge=1, description="Characters to return (default: all).")
+        int | None,
+        Query(
+            ge=1,
+            description="Characters to return: at most (and by default) "
+            "LDIMS_MCP_MAX_CONTENT_CHARS; nextOffset says where the rest starts.",
+        ),
     ] = None,
 ) -> ContentOut:
     """The extracted text: 200 when completed, 202 while processing, 409 when it failed."""

@@ -73,6 +73,38 @@ def text_pieces(path: Path, separator: Separator) -> Iterator[str]:
         yield from scanner.string()
 
 
+def text_value(path: Path) -> Iterator[str]:
+    """The extract's ``text`` value itself (what REST's ``content`` pages through by
+    character), decoded piece by piece."""
+    with open(path, "rb") as handle:
+        scanner = _Scanner(handle)
+        scanner.take(ord("{"))
+        while True:
+            key = "".join(scanner.string())
+            scanner.take(ord(":"))
+            if key == "text":
+                yield from scanner.string()
+                return
+            scanner.skip_value()
+            if scanner.peek() == ord("}"):
+                raise UnreadableStream("no text in the extract")
+            scanner.take(ord(","))
+
+
+def character_slice(pieces: Iterable[str], offset: int, limit: int) -> tuple[str, int]:
+    """Characters ``offset..offset+limit`` of the text in ``pieces``, and its whole length
+    (every piece is walked to count it; only the slice is kept)."""
+    kept: list[str] = []
+    seen = 0
+    end = offset + limit
+    for piece in pieces:
+        start = seen
+        seen += len(piece)
+        if seen > offset and start < end:
+            kept.append(piece[max(offset - start, 0) : end - start])
+    return "".join(kept), seen
+
+
 def read_pages(path: Path, first: int, last: int, budget: int) -> tuple[list[str], int]:
     """Pages ``first..last`` (counted from 1) of the extract at ``path``, in order, each at
     most ``budget + 1`` characters, no more once ``budget`` characters are gathered (a

@@ -22,9 +22,11 @@ from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, rep
 from ldims.compact_schema import compact_field
 from ldims.documents.extract_text import (
     UnreadableStream,
+    character_slice,
     line_beginnings,
     read_pages,
     text_pieces,
+    text_value,
 )
 from ldims.documents.intake import owned_document
 from ldims.documents.uris import extracted_uri, lines_uri, pages_uri
@@ -182,13 +184,20 @@ class DocumentReader:
     def characters(
         self, caller: Caller, document_id: str, offset: int = 0, limit: int | None = None
     ) -> CharacterSlice:
-        """Characters ``offset..offset+limit`` of the text (``limit`` None: to the end)."""
-        document, result = self.content(caller, document_id)
-        total = len(result.text)
-        end = total if limit is None else min(total, offset + limit)
-        return CharacterSlice(
-            document, result.text[offset:end], offset, total, end if end < total else None
-        )
+        """Characters ``offset..offset+limit`` of the text, ``limit`` at most (and by
+        default) ``LDIMS_MCP_MAX_CONTENT_CHARS``; read from the extract in pieces, so a
+        reader of a long document holds the slice, never the whole text."""
+        most = self.settings.mcp_max_content_chars
+        limit = most if limit is None else min(limit, most)
+        document, path = self.extract_file(caller, document_id)
+        try:
+            text, total = character_slice(text_value(path), offset, limit)
+        except UnreadableStream as exc:
+            log.warning("extract %s read whole: %s", path.name, exc)
+            whole = ExtractionResult.from_json(path.read_text(encoding="utf-8")).text
+            text, total = whole[offset : offset + limit], len(whole)
+        end = min(total, offset + limit)
+        return CharacterSlice(document, text, offset, total, end if end < total else None)
 
     def whole(self, caller: Caller, document_id: str) -> DocumentPart:
         """The whole document, or as many whole pages from the first as fit one part."""
