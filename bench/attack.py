@@ -116,8 +116,10 @@ class Run:
     max_postings: int
 
 
-LONG = Run(48, 60, 3_300_000, 20_000_000, 8, 6, 1500, 10, 1_000_000)
-SHORT = Run(48, 12, 400_000, 3_000_000, 8, 2, 300, 5, 50_000)
+# The long form keeps the default budget (20M postings): B's whole book reaches it.
+LONG = Run(48, 60, 3_300_000, 20_000_000, 8, 6, 1500, 10, 20_000_000)
+# A smaller book, and a budget its words can reach.
+SHORT = Run(48, 12, 400_000, 3_000_000, 8, 2, 300, 5, 200_000)
 
 
 @dataclass
@@ -289,11 +291,12 @@ def flood(server: Server, queries: list[str], clients: int, stop: threading.Even
     return outcomes
 
 
-def stall(server: Server, run: Run, verdicts: Verdicts) -> str:
+def stall(server: Server, run: Run, book: str, verdicts: Verdicts) -> str:
     idle = victim_samples(server, min(run.flood_seconds, 10), threading.Event())
     worst = worst_accepted(server)
     stop = threading.Event()
-    queries = [worst, phrase_query(HOSTILE_PHRASES)]
+    # The phrases the budget lets through, the budget's own edge, and the report's query.
+    queries = [worst, tight_prefix(server, book), phrase_query(HOSTILE_PHRASES)]
     attackers = threading.Thread(
         target=lambda: outcomes.update(flood(server, queries, run.flood, stop))
     )
@@ -334,8 +337,9 @@ def stall(server: Server, run: Run, verdicts: Verdicts) -> str:
     )
     b_outcomes = ", ".join(f"{code} ×{count}" for code, count in sorted(outcomes.items()))
     return (
-        f"B's queries: the costliest the budget lets through, `{worst[:60]}…` "
-        f"({worst.count(chr(34)) // 2} phrases), and the report's 16-phrase query, in turn. "
+        f"B's queries, in turn: the most phrases the budget lets through, `{worst[:60]}…` "
+        f"({worst.count(chr(34)) // 2} phrases), a query of B's own words sitting just under "
+        "the budget (as the oracle builds it) and the report's 16-phrase query. "
         f"B's answers: {b_outcomes}.\n\n"
         + markdown_table(["what", "while", "calls", "p50 ms", "p95 ms", "max ms"], rows)
     )
@@ -550,8 +554,8 @@ def reads(server: Server, run: Run, verdicts: Verdicts) -> str:
     largest = max(sizes, default=0)
     verdicts.add(
         "reads",
-        growth <= 100 and largest < run.big_bytes and not errors,
-        f"API RSS peak +{growth:.0f} MB (≤ 100), largest answer {largest / 2**20:.1f} MB "
+        growth <= 100 and largest <= 2**20 and not errors,
+        f"API RSS peak +{growth:.0f} MB (≤ 100), largest answer {largest / 2**20:.2f} MB (≤ 1) "
         f"of a {run.big_bytes / 2**20:.0f} MB text, {len(errors)} reader errors",
     )
     rows = [
@@ -640,7 +644,7 @@ def main() -> None:
             stages = {
                 "stall": (
                     "Stall: one tenant floods the searches",
-                    lambda: stall(server, run, verdicts),
+                    lambda: stall(server, run, book, verdicts),
                 ),
                 "oracle": (
                     "Oracle: the search budget and answers",
