@@ -156,6 +156,7 @@ def test_mcp_gives_a_proxy_key_the_proxy_tools_only(env: Env) -> None:
                     seen[uri] = ("read", read.contents[0].text[:40])  # type: ignore[union-attr]
                 except MCPError as exc:
                     seen[uri] = ("error", (exc.error.data or {}).get("errorCode"))
+            seen["tools"] = sorted(t.name for t in (await mcp.list_tools()).tools)
             templates = await mcp.list_resource_templates()
             seen["templates"] = sorted(t.uri_template for t in templates.resource_templates)
             seen["prompts"] = sorted(p.name for p in (await mcp.list_prompts()).prompts)
@@ -182,6 +183,10 @@ def test_mcp_gives_a_proxy_key_the_proxy_tools_only(env: Env) -> None:
         read["templates"]
     )
     assert "query" not in proxy["prompts"] and "query" in read["prompts"]
+    # Tools too: the proxy key sees the proxy tools only.
+    assert "read_doc_metadata" in proxy["tools"] and "searchDocuments" not in proxy["tools"]
+    assert not {"search", "get", "getDocumentStatus"} & set(proxy["tools"])
+    assert {"read_doc_metadata", "searchDocuments", "search", "get"} <= set(read["tools"])
     assert proxy["prompt"] == ("error", "FORBIDDEN") and read["prompt"][0] == "got"
     assert proxy["proxy_tool"][1]["doc_id"] == read["proxy_tool"][1]["doc_id"]
 

@@ -60,6 +60,7 @@ T = TypeVar("T")
 ResourceReader = Callable[[Caller, dict[str, str]], Iterable[ReadResourceContents]]
 # The list requests filtered by scope: method -> (the result's list field, an entry's key).
 _LISTS = {
+    "tools/list": ("tools", "name"),
     "resources/list": ("resources", "uri"),
     "resources/templates/list": ("resourceTemplates", "uriTemplate"),
     "prompts/list": ("prompts", "name"),
@@ -134,6 +135,8 @@ class LdimsMCP(MCPServer):
         one a toolset registered)."""
         if kind == "prompts/list":
             return self.prompt_scopes.get(name)
+        if kind == "tools/list":
+            return self.tool_scopes.get(name)
         return self.resource_scopes.get(name) or self.scheme_scopes.get(name.split("://", 1)[0])
 
     def on_close(self, closer: Callable[[], None]) -> None:
@@ -258,11 +261,14 @@ class LdimsMCP(MCPServer):
 
     # --- instructions ----------------------------------------------------------------------
     def instructions_for(self, caller: Caller) -> str:
-        """The server instructions for ``caller``: each enabled toolset's paragraph."""
+        """The server instructions for ``caller``: the paragraph of each enabled toolset it
+        may use."""
         names = ", ".join(toolset.name for toolset in self.toolsets) or "none"
         parts = [f"LDIMS document server. Toolsets on: {names}."]
         for toolset in self.toolsets:
-            if toolset.instructions is not None:
+            # A toolset the key may not use is not described to it (a proxy-only key is
+            # not pointed at tools it cannot call, nor told the tenant's document counts).
+            if toolset.instructions is not None and caller.allows(toolset.scope):
                 part = toolset.instructions(self.services, caller)
                 if part:
                     parts.append(part)
