@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
 import random
 import re
 import threading
@@ -24,7 +26,15 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from indexer import Chunk
-from ldims.documents.extract_text import line_beginnings, read_pages, text_pieces, window
+from ldims.documents.extract_text import (
+    Measures,
+    line_beginnings,
+    read_extract,
+    read_pages,
+    text_measures,
+    text_pieces,
+    window,
+)
 from tests.conftest import RedisServer, Stack, make_settings
 from workers.chunking import MAX_CHUNK_CHARS, chunk_pages
 from workers.extraction import ExtractionResult, Page
@@ -88,6 +98,13 @@ def test_long_lines_among_short_ones_keep_their_line_numbers() -> None:
     assert [c.page for c in chunks if c.line_start == 8] == [2, 2]  # "x" * 2500 in two
 
 
+def test_the_pieces_of_a_long_line_joined_give_it_back_blank_pieces_too() -> None:
+    line = "x" + " " * 5000 + "y"  # its middle piece is nothing but spaces
+    chunks = chunk_pages([Page(1, "before\n" + line + "\n" + " " * 5000)])
+    assert "".join(chunk.text for chunk in chunks if chunk.line_start == 2) == line
+    assert all(chunk.line_start != 3 for chunk in chunks)  # a wholly blank line: no chunk
+
+
 # --- reading an extract in pieces --------------------------------------------------------------
 def test_a_window_walk_gives_the_text_exactly_once(tmp_path: Path) -> None:
     pages = [prose(300_000, 3, 9), prose(250_000, 4), "", 'quotes " and \\ and é 中文 😀\n']
@@ -119,6 +136,50 @@ def test_a_window_walk_gives_the_text_exactly_once(tmp_path: Path) -> None:
     # Pages as the documents toolset reads them: each cut past the bound, and their count.
     assert read_pages(path, 1, 10, 1000) == ([pages[0][:1001]], 4)
     assert read_pages(path, 3, 4, 1000) == (["", pages[3]], 4)
+
+
+def test_a_texts_sizes_are_walked_once_per_extract(tmp_path: Path) -> None:
+    pages = [prose(200_000, 5, 7), "", "é 中文 😀\nend"]
+    result = ExtractionResult("text/plain", "test", "the text value", [
+        Page(n, text) for n, text in enumerate(pages, 1)
+    ])
+    path = tmp_path / "extract.json"
+    path.write_text(result.to_json(), encoding="utf-8")
+    joined = "\n\n".join(pages)
+    expected = Measures(3, sum(map(len, pages)), joined.count("\n") + 1, len("the text value"))
+    assert text_measures(path) == expected
+    # The same size and time, a line break less: the sizes are remembered, not walked again.
+    stat = path.stat()
+    raw = result.to_json()
+    assert raw.count("\\nend") == 1
+    path.write_text(raw.replace("\\nend", "  end"), encoding="utf-8")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert path.stat().st_size == stat.st_size
+    assert text_measures(path) == expected
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # changed: walked again
+    assert text_measures(path).lines == expected.lines - 1
+
+
+def test_an_extract_the_walk_cannot_follow_is_read_whole_and_logged_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = "confidential words"
+    result = ExtractionResult("text/plain", "test", secret, [Page(2, secret), Page(1, "one")])
+    path = tmp_path / "unordered.json"
+    path.write_text(result.to_json(), encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        for _ in range(3):
+            whole = read_extract(path, lambda: "".join(text_pieces(path, "|".format)), _pages)
+            assert whole == "one|" + secret
+        assert text_measures(path).lines == 3
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1
+    assert path.name in warnings[0].getMessage()
+    assert secret not in caplog.text
+
+
+def _pages(result: ExtractionResult) -> str:
+    return "|".join(page.text for page in sorted(result.pages, key=lambda page: page.number))
 
 
 # --- over the real stack -----------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ldims.qmd.folders import MASK_PATTERNS, FolderFile, check_mask, open_file, scan
+from ldims.qmd.folders import GLOB_PATTERNS, FolderFile, check_mask, open_file, scan
 
 SECRET = b"the other tenant's secret\n"
 
@@ -91,5 +91,5 @@ def test_a_pipe_swapped_in_is_refused_without_hanging(tree: tuple[Path, Path]) -
 
 def test_a_mask_whose_braces_expand_past_the_bound_is_refused() -> None:
     assert check_mask("{notes,docs}/**/*.{md,txt}") == "{notes,docs}/**/*.{md,txt}"
-    with pytest.raises(ValueError, match=f"more than {MASK_PATTERNS} patterns"):
+    with pytest.raises(ValueError, match=f"more than {GLOB_PATTERNS} patterns"):
         check_mask("{1..100000}.md")

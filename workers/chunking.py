@@ -39,8 +39,8 @@ def chunk_pages(pages: list[Page], max_chars: int = MAX_CHUNK_CHARS) -> list[Chu
             if len(text) > max_chars:
                 _close(chunks, buffer, page.number, first)
                 buffer, size = [], 0
-                for piece in line_pieces(text, max_chars):
-                    if piece.strip():
+                if text.strip():  # every piece kept, blank ones too: joined, they are the line
+                    for piece in line_pieces(text, max_chars):
                         chunks.append(Chunk(piece, page.number, number, number))
                 continue
             if buffer and size + len(text) + 1 > max_chars:

@@ -10,17 +10,28 @@ bound, and says where the rest starts. Memory is the block plus the window, what
 document's size.
 
 A file this walk cannot follow (pages out of order, a shape it does not know) raises
-:class:`UnreadableStream`; the caller then reads the extract the ordinary way.
+:class:`UnreadableStream`; :func:`read_extract` then reads the extract the ordinary way (the
+one place that does, logging it once per file).
+
+A text's sizes (:func:`text_measures`: its length, its line count) cost a walk of the whole
+extract; they are kept in a small in-process cache, as extracts are content-addressed and
+never change, so paging through a long text or listing many files walks each extract once,
+not once per read.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
-from collections.abc import Callable, Iterable, Iterator
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, TypeVar
+
+from workers import ExtractionResult
 
 BLOCK = 1 << 16
 _WHITE = b" \t\r\n"
@@ -29,6 +40,11 @@ _CONTENT = re.compile(rb'(?:[^"\\]+|\\(?:["\\/bfnrt]|u[0-9a-fA-F]{4}))*')
 _LONGEST_ESCAPE = 6  # \uXXXX
 # A long line is cut after a white space of the window's last part when it has one.
 _SOFT_CUT = 0.8
+# Extracts whose sizes are remembered (a few hundred bytes each): the files one busy
+# server reads again within minutes.
+MEASURED_EXTRACTS = 4096
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 class UnreadableStream(ValueError):
@@ -91,9 +107,102 @@ def text_value(path: Path) -> Iterator[str]:
             scanner.take(ord(","))
 
 
-def character_slice(pieces: Iterable[str], offset: int, limit: int) -> tuple[str, int]:
-    """Characters ``offset..offset+limit`` of the text in ``pieces``, and its whole length
-    (every piece is walked to count it; only the slice is kept)."""
+@dataclass(frozen=True)
+class Measures:
+    """The sizes of an extract's text (what a reader says of the whole without reading it)."""
+
+    pages: int  # pages of text (1: it has none, its ``text`` alone)
+    page_chars: int  # characters of the pages' texts, no separators counted
+    lines: int  # lines of the pages joined with a blank line (or any two-line separator)
+    text_chars: int  # characters of the ``text`` value (REST's ``content``)
+
+
+class _Lru:
+    """A bounded map, least recently used out first (shared by a server's threads)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[Hashable, object] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, key: Hashable) -> object | None:
+        with self.lock:
+            value = self.items.get(key)
+            if value is not None:
+                self.items.move_to_end(key)
+            return value
+
+    def put(self, key: Hashable, value: object) -> None:
+        with self.lock:
+            self.items[key] = value
+            self.items.move_to_end(key)
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+
+
+_measured = _Lru(MEASURED_EXTRACTS)
+_warned = _Lru(MEASURED_EXTRACTS)
+
+
+def _key(path: Path) -> tuple[str, int, int]:
+    stat = path.stat()
+    return str(path), stat.st_size, stat.st_mtime_ns
+
+
+def read_extract(
+    path: Path, streamed: Callable[[], T], whole: Callable[[ExtractionResult], T]
+) -> T:
+    """``streamed()`` (a read of the extract at ``path`` in pieces); when the walk cannot
+    follow the file, ``whole`` of the extract read the ordinary way. That is logged at
+    WARNING once per file (its name and why, never its text): a reader paging through it
+    does not repeat the line on every page."""
+    try:
+        return streamed()
+    except UnreadableStream as exc:
+        key = _key(path)
+        if _warned.get(key) is None:
+            _warned.put(key, True)
+            log.warning("extract %s read whole: %s", path.name, exc)
+        return whole(ExtractionResult.from_json(path.read_text(encoding="utf-8")))
+
+
+def text_measures(path: Path) -> Measures:
+    """The sizes of the extract's text, walked once per file (then remembered by path, size
+    and modification time)."""
+    key = _key(path)
+    known = _measured.get(key)
+    if isinstance(known, Measures):
+        return known
+    measures = read_extract(path, lambda: _measure(path), _measure_whole)
+    _measured.put(key, measures)
+    return measures
+
+
+def _measure(path: Path) -> Measures:
+    pages = 1
+    chars = newlines = 0
+
+    def separator(number: int) -> str:
+        nonlocal pages
+        pages += 1
+        return "\n\n"
+
+    for piece in text_pieces(path, separator):
+        chars += len(piece)
+        newlines += piece.count("\n")
+    text_chars = sum(len(piece) for piece in text_value(path))
+    return Measures(pages, chars - 2 * (pages - 1), newlines + 1, text_chars)
+
+
+def _measure_whole(result: ExtractionResult) -> Measures:
+    texts = [page.text for page in result.pages] if result.pages else [result.text]
+    newlines = sum(text.count("\n") for text in texts) + 2 * (len(texts) - 1)
+    return Measures(len(texts), sum(map(len, texts)), newlines + 1, len(result.text))
+
+
+def character_slice(pieces: Iterable[str], offset: int, limit: int) -> str:
+    """Characters ``offset..offset+limit`` of the text in ``pieces`` (walked no further than
+    the slice's end; only the slice is kept)."""
     kept: list[str] = []
     seen = 0
     end = offset + limit
@@ -102,7 +211,9 @@ def character_slice(pieces: Iterable[str], offset: int, limit: int) -> tuple[str
         seen += len(piece)
         if seen > offset and start < end:
             kept.append(piece[max(offset - start, 0) : end - start])
-    return "".join(kept), seen
+        if seen >= end:
+            break
+    return "".join(kept)
 
 
 def read_pages(path: Path, first: int, last: int, budget: int) -> tuple[list[str], int]:

@@ -9,8 +9,8 @@ with one blank line between pages, counted from 1 (:mod:`workers.chunking`).
 
 from __future__ import annotations
 
-import logging
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -21,10 +21,11 @@ from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentFilter, DocumentStatus, repository
 from ldims.compact_schema import compact_field
 from ldims.documents.extract_text import (
-    UnreadableStream,
     character_slice,
     line_beginnings,
+    read_extract,
     read_pages,
+    text_measures,
     text_pieces,
     text_value,
 )
@@ -45,7 +46,6 @@ def _blank_line(number: int) -> str:
     return "\n\n"
 
 
-log = logging.getLogger(__name__)
 _STAGES = {
     "queued": "waiting for an extraction worker",
     "processing": "text extraction and indexing in progress",
@@ -190,12 +190,12 @@ class DocumentReader:
         most = self.settings.mcp_max_content_chars
         limit = most if limit is None else min(limit, most)
         document, path = self.extract_file(caller, document_id)
-        try:
-            text, total = character_slice(text_value(path), offset, limit)
-        except UnreadableStream as exc:
-            log.warning("extract %s read whole: %s", path.name, exc)
-            whole = ExtractionResult.from_json(path.read_text(encoding="utf-8")).text
-            text, total = whole[offset : offset + limit], len(whole)
+        total = text_measures(path).text_chars  # remembered: no walk of the whole per page
+        text = read_extract(
+            path,
+            lambda: character_slice(text_value(path), offset, limit),
+            lambda result: result.text[offset : offset + limit],
+        )
         end = min(total, offset + limit)
         return CharacterSlice(document, text, offset, total, end if end < total else None)
 
@@ -225,12 +225,12 @@ class DocumentReader:
         """Pages ``first..last`` as far as one part can show them, read from the extract in
         pieces (:func:`read_pages`), and the page count."""
         limit = self.settings.mcp_max_content_chars
-        try:
-            return read_pages(path, first, last, limit)
-        except UnreadableStream as exc:
-            log.warning("extract %s read whole: %s", path.name, exc)
-            pages = pages_of(ExtractionResult.from_json(path.read_text(encoding="utf-8")))
+
+        def whole(result: ExtractionResult) -> tuple[list[str], int]:
+            pages = pages_of(result)
             return [page[: limit + 1] for page in pages[first - 1 : last]], len(pages)
+
+        return read_extract(path, lambda: read_pages(path, first, last, limit), whole)
 
     def lines(self, caller: Caller, document_id: str, lines_range: str) -> DocumentPart:
         """Lines ``first..last`` in the numbering of search hits, each prefixed with its
@@ -238,14 +238,7 @@ class DocumentReader:
         first, last = parse_range(lines_range)
         document, path = self.extract_file(caller, document_id)
         limit = self.settings.mcp_max_content_chars
-        try:  # two walks of the extract in pieces: the count, then the lines shown
-            count = 1 + sum(piece.count("\n") for piece in text_pieces(path, _blank_line))
-            wanted = line_beginnings(text_pieces(path, _blank_line), first, limit + 1)
-        except UnreadableStream as exc:
-            log.warning("extract %s read whole: %s", path.name, exc)
-            whole = "\n\n".join(pages_of(ExtractionResult.from_json(path.read_text("utf-8"))))
-            count = whole.count("\n") + 1
-            wanted = iter(whole.split("\n")[first - 1 :])
+        count = text_measures(path).lines  # remembered: the count walks the extract once
         if first > count:
             raise NotFound(
                 f"The document has {count} line(s).",
@@ -253,17 +246,21 @@ class DocumentReader:
                 lineCount=count,
             )
         last = min(last, count)
-        width = len(str(last))
-        out: list[str] = []
-        size = 0
-        shown = first - 1
-        for number, text in zip(range(first, last + 1), wanted, strict=False):
-            line = f"{number:>{width}}: {text}"
-            if out and size + len(line) + 1 > limit:
-                break
-            out.append(line[:limit])
-            size += len(out[-1]) + 1
-            shown = number
+
+        def whole(result: ExtractionResult) -> tuple[list[str], int]:
+            text = "\n\n".join(pages_of(result))
+            return _numbered(iter(text.split("\n")[first - 1 :]), first, last, limit)
+
+        out, shown = read_extract(  # the walk stops at the last line shown
+            path,
+            lambda: _numbered(
+                line_beginnings(text_pieces(path, _blank_line), first, limit + 1),
+                first,
+                last,
+                limit,
+            ),
+            whole,
+        )
         meta: dict[str, Any] = {
             "documentName": document.name,
             "lineCount": count,
@@ -324,6 +321,23 @@ class DocumentReader:
             else:
                 body += f"\n\n[Page {shown} is longer than {limit} characters; it was cut here.]"
         return DocumentPart(document, body, meta)
+
+
+def _numbered(lines: Iterator[str], first: int, last: int, limit: int) -> tuple[list[str], int]:
+    """Lines ``first..last`` of ``lines`` (which starts at ``first``), each prefixed with
+    its number, as many whole ones as fit ``limit`` characters; and the last one shown."""
+    width = len(str(last))
+    out: list[str] = []
+    size = 0
+    shown = first - 1
+    for number, text in zip(range(first, last + 1), lines, strict=False):
+        line = f"{number:>{width}}: {text}"
+        if out and size + len(line) + 1 > limit:
+            break
+        out.append(line[:limit])
+        size += len(out[-1]) + 1
+        shown = number
+    return out, shown
 
 
 def pages_of(result: ExtractionResult) -> list[str]:

@@ -11,7 +11,6 @@ is deliberately not as qmd 2.8.3 does it is listed in the README (qmd toolset).
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass
 from typing import Literal
 
@@ -19,16 +18,22 @@ from rapidfuzz import process
 from rapidfuzz.distance import Levenshtein
 from sqlalchemy import func, or_, select
 from wcmatch import glob
-from wcmatch._wcparse import PatternLimitException  # what a limit raises (not re-exported)
 
 from indexer import qmd_title
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus, public_document_id
 from ldims.documents import Documents
-from ldims.documents.extract_text import UnreadableStream, Window, text_pieces, window
+from ldims.documents.extract_text import (
+    Window,
+    read_extract,
+    text_measures,
+    text_pieces,
+    window,
+)
 from ldims.documents.reading import pages_of
 from ldims.errors import InvalidInput, LdimsError, QueryUnprocessable
 from ldims.qmd.errors import FileNotFound, NoFilesMatched, NoVectors
+from ldims.qmd.folders import TooManyPatterns, compile_glob
 from ldims.qmd.library import ContextInfo, Library
 from ldims.qmd.text import (
     SNIPPET_CHARS,
@@ -42,6 +47,7 @@ from ldims.qmd.text import (
     with_context,
 )
 from ldims.settings import Settings
+from workers import ExtractionResult
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
@@ -50,12 +56,8 @@ SIMILAR_GET = (5, 5)  # (largest edit distance, how many): qmd's for get
 SIMILAR_MULTI = (3, 3)  # and for a comma list's names
 SIMILAR_SCAN = 20_000  # paths compared at most for suggestions (bounds one call's cost)
 GLOB_SCAN = 50_000  # documents a multi_get glob is matched against at most
-# Patterns a glob's braces may expand to: each is a regex tried on every path's three forms
-# (one took 0.35 s over 50,000 paths here, ten 4.9 s); `{1..100000}` is refused, not run.
-GLOB_PATTERNS = 16
 _GLOB_FLAGS = glob.GLOBSTAR | glob.BRACE | glob.DOTGLOB
 Mode = Literal["keyword", "dense", "hybrid"]
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -482,12 +484,9 @@ class Qmd:
         """Documents whose ``qmd://collection/path``, ``path`` or ``collection/path`` the
         glob matches (qmd's three forms)."""
         try:
-            matcher = glob.compile(pattern, flags=_GLOB_FLAGS, limit=GLOB_PATTERNS)  # once
-        except PatternLimitException:
-            raise InvalidInput(
-                f"The pattern's braces expand to more than {GLOB_PATTERNS} patterns.",
-                field="pattern",
-            ) from None
+            matcher = compile_glob(pattern, _GLOB_FLAGS)  # once
+        except TooManyPatterns as exc:
+            raise InvalidInput(f"The pattern's {exc}.", field="pattern") from None
         matched = []
         for file in self._query(caller, limit=GLOB_SCAN):
             forms = (f"qmd://{file.display_path}", file.path, file.display_path)
@@ -549,14 +548,7 @@ class Qmd:
         """The document's text (see the module); the states' errors as the documents core
         raises them (still processing, failed)."""
         _, result = self.documents.reader.content(caller, public_document_id(file.document_id))
-        pages = pages_of(result)
-        if len(pages) <= 1:
-            return pages[0] if pages else ""
-        parts = [pages[0]]
-        for number, page in enumerate(pages[1:], start=2):
-            parts.append(_page_marker(number))
-            parts.append(page)
-        return "".join(parts)
+        return _joined(result)
 
     def _window(
         self,
@@ -571,21 +563,23 @@ class Qmd:
         """Lines of the document's text within ``limit`` characters, read from its extract
         in pieces (never the whole text in memory)."""
         _, path = self.documents.reader.extract_file(caller, public_document_id(file.document_id))
-        try:
-            pieces = text_pieces(path, _page_marker)
-            return window(pieces, limit, from_line, from_char, max_lines, numbered)
-        except UnreadableStream as exc:
-            log.warning("extract of %s read whole: %s", file.document_id, exc)
-            body = self._body(caller, file)
-            return window([body], limit, from_line, from_char, max_lines, numbered)
+        return read_extract(
+            path,
+            lambda: window(
+                text_pieces(path, _page_marker), limit, from_line, from_char, max_lines, numbered
+            ),
+            lambda result: window(
+                [_joined(result)], limit, from_line, from_char, max_lines, numbered
+            ),
+        )
 
     def _length(self, caller: Caller, file: QmdFile) -> int:
-        """The length of the document's text (counted piece by piece)."""
+        """The length of the document's text, from its extract's remembered sizes (a glob
+        over many large files walks each once, not on every multi_get)."""
         _, path = self.documents.reader.extract_file(caller, public_document_id(file.document_id))
-        try:
-            return sum(len(piece) for piece in text_pieces(path, _page_marker))
-        except UnreadableStream:
-            return len(self._body(caller, file))
+        measures = text_measures(path)
+        markers = sum(len(_page_marker(number)) for number in range(2, measures.pages + 1))
+        return measures.page_chars + markers
 
     def _room(self, contexts: list[ContextInfo], file: QmdFile) -> int:
         """What one read may hold of the text: the bound less the context's header."""
@@ -613,6 +607,16 @@ class Qmd:
 
     def contexts(self, caller: Caller) -> list[ContextInfo]:
         return self.library.contexts(caller)
+
+
+def _joined(result: ExtractionResult) -> str:
+    """The text of an extract read whole: its pages, a page marker between two."""
+    pages = pages_of(result)
+    parts = [pages[0]]
+    for number, page in enumerate(pages[1:], start=2):
+        parts.append(_page_marker(number))
+        parts.append(page)
+    return "".join(parts)
 
 
 def _page_marker(number: int) -> str:
