@@ -7,22 +7,26 @@ fills its own share and never the others'. Measured before this (issue 33): 48 c
 and another tenant's 10 ms search took 8.6 s, ``/health`` 2.5 s.
 
 A caller over its share waits its turn for at most ``queue_seconds``, then it is refused with
-:class:`~ldims.errors.TooManyRequests` and ``retryAfterSeconds``. An awaited search waits on
+:class:`~ldims.errors.TooManyRequests` and ``retryAfterSeconds``. At most ``queue_per_tenant``
+searches of a tenant wait (each grant and timeout looks at a tenant's waiters under the lock,
+so their number is bounded); more are refused without queueing. An awaited search waits on
 the event loop, which costs nothing, and so does a client that hammers without pause: told
 "no" at once, it came back a thousand times a second and kept the loop busy (measured: A's
-search p95 0.6 s); made to wait, it comes back at most once per ``queue_seconds``. A search
-waiting in a thread holds that thread, so of those at most the caller's share wait; more are
-refused at once.
+search p95 0.6 s); made to wait, it comes back at most once per ``queue_seconds``. So an
+awaited search past the waiters' bound is not queued but still told "no" only after
+``queue_seconds`` (a sleep on the loop, outside the lock). A search waiting in a thread holds
+that thread, so of those at most the caller's share wait; more are refused at once.
 When a slot frees, it goes to the waiting tenant running the fewest searches, and among
 those to the one served least recently, so a tenant's backlog never goes before another
 tenant's single search.
 
-Searches that are awaited (REST ``/api/search``, MCP ``searchDocuments``) run on this
-module's own thread pool of ``total`` threads (:meth:`SearchAdmission.run`), never on
-anyio's shared one; those already on a thread of their caller (qmd's tools, the CLI, guide
-links) hold a slot in that thread (:meth:`SearchAdmission.slot`). A slot taken for a thread
-is given back when the thread's work ends, not when an impatient caller stops waiting: the
-search keeps to its own deadline and still counts until then.
+Searches that are awaited (REST ``/api/search``, MCP ``searchDocuments``) hold their slot
+on the event loop and hand their work to this module's own thread pool of ``total`` threads
+(:meth:`SearchAdmission.admitted`), never to anyio's shared one; those already on a thread
+of their caller (qmd's tools, the CLI, guide links) hold a slot in that thread
+(:meth:`SearchAdmission.slot`). A slot taken for a thread is given back when the thread's
+work ends, not when an impatient caller stops waiting: the search keeps to its own deadline
+and still counts until then.
 """
 
 from __future__ import annotations
@@ -45,6 +49,11 @@ from ldims.settings import Settings
 T = TypeVar("T")
 
 
+class _QueueFull(Exception):
+    """Raised by ``_enter`` (under no lock by the time it is caught): the tenant has its
+    bound of waiters; the caller refuses in its own way (at once, or after a paced wait)."""
+
+
 @dataclass(eq=False)
 class _Waiter:
     tenant: str
@@ -60,14 +69,16 @@ class AdmissionLimits:
     per_tenant: int
     per_key: int
     queue_seconds: float
+    queue_per_tenant: int
 
     @classmethod
     def of(cls, settings: Settings) -> AdmissionLimits:
         return cls(
             total=settings.search_concurrency,
-            per_tenant=min(settings.search_concurrency_per_tenant, settings.search_concurrency),
+            per_tenant=settings.search_concurrency_per_tenant,  # nested: Settings checks it
             per_key=settings.search_concurrency_per_key,
             queue_seconds=settings.search_queue_seconds,
+            queue_per_tenant=settings.search_queue_per_tenant,
         )
 
 
@@ -113,11 +124,6 @@ class SearchAdmission:
         return self._running
 
     # --- awaited searches ----------------------------------------------------------------------
-    async def run(self, caller: Caller, work: Callable[[], T]) -> T:
-        """``work()`` on the search pool once ``caller`` has a slot (waiting its turn)."""
-        async with self.admitted(caller) as handoff:
-            return await handoff(work)
-
     @contextlib.asynccontextmanager
     async def admitted(
         self, caller: Caller
@@ -158,7 +164,13 @@ class SearchAdmission:
         def wake() -> None:
             loop.call_soon_threadsafe(lambda: woken.done() or woken.set_result(None))
 
-        waiter = self._enter(caller, wake, threaded=False)
+        try:
+            waiter = self._enter(caller, wake, threaded=False)
+        except _QueueFull:
+            # Not queued, but told "no" only after the wait a queued search would have had:
+            # a client refused at once comes straight back (see the module's docstring).
+            await asyncio.sleep(self.limits.queue_seconds)
+            raise self._refusal() from None
         if waiter is None:
             return
         try:
@@ -177,7 +189,10 @@ class SearchAdmission:
     def slot(self, caller: Caller) -> Iterator[None]:
         """A slot for ``caller`` while the block runs in this thread (waiting its turn)."""
         woken = threading.Event()
-        waiter = self._enter(caller, woken.set, threaded=True)
+        try:
+            waiter = self._enter(caller, woken.set, threaded=True)
+        except _QueueFull:
+            raise self._refusal() from None  # a waiting thread is held: refused at once
         # Past the wait, a waiter granted a slot at that instant keeps it (_leave: False).
         if waiter is not None and not woken.wait(self.limits.queue_seconds) and self._leave(waiter):
             raise self._refusal()
@@ -188,16 +203,23 @@ class SearchAdmission:
 
     # --- the slots -----------------------------------------------------------------------------
     def _enter(self, caller: Caller, wake: Callable[[], None], threaded: bool) -> _Waiter | None:
-        """Take a slot now (None), or queue ``caller`` (its waiter), or refuse it; a
+        """Take a slot now (None), or queue ``caller`` (its waiter), or refuse it
+        (:class:`_QueueFull` when its tenant has ``queue_per_tenant`` waiting already); a
         ``threaded`` waiter holds a thread: at most the caller's share of those wait."""
         tenant, key = caller.tenant, caller.key_id
         with self._lock:
-            if self._free_for(tenant, key) and not self._queue.get(tenant):
+            # Every change that frees a slot grants it (_release), so no queued waiter could
+            # take a free slot now: one this caller may take is its own, even when others of
+            # its tenant wait (they wait for their key's share, or for the tenant's, which
+            # _free_for sees too). Queueing it behind them left it waiting with slots free.
+            if self._free_for(tenant, key):
                 self._take(tenant, key)
                 return None
             limits = self.limits
             if limits.queue_seconds <= 0 or (threaded and self._over(self._threaded, tenant, key)):
                 raise self._refusal()
+            if len(self._queue.get(tenant, ())) >= limits.queue_per_tenant:
+                raise _QueueFull
             waiter = _Waiter(tenant, key, wake, threaded)
             self._queue.setdefault(tenant, deque()).append(waiter)
             if threaded:
@@ -234,12 +256,16 @@ class SearchAdmission:
             self._forget(caller.tenant)
 
     def _grant(self) -> None:
-        """Under the lock: hand free slots to waiting searches, fairly between tenants."""
+        """Under the lock: hand free slots to waiting searches, fairly between tenants. A
+        tenant at its share is passed over at once; another's waiters are looked at (at most
+        ``queue_per_tenant`` of them) for one whose key is under its share."""
+        per_tenant = self.limits.per_tenant
         while self._running < self.limits.total and self._queue:
             eligible = [
-                (self._running_of.get(("tenant", tenant), 0), self._served.get(tenant, -1), tenant)
+                (running, self._served.get(tenant, -1), tenant)
                 for tenant, waiting in self._queue.items()
-                if any(self._free_for(tenant, waiter.key) for waiter in waiting)
+                if (running := self._running_of.get(("tenant", tenant), 0)) < per_tenant
+                and any(self._free_for(tenant, waiter.key) for waiter in waiting)
             ]
             if not eligible:
                 return

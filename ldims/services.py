@@ -39,7 +39,9 @@ class Services:
         self.documents.index = index
 
     def close(self) -> None:
-        """Release connections (the index's files close with the process)."""
+        """Release connections and the search pool's threads (the index's files close with
+        the process)."""
+        self.documents.search.admission.close()
         self.dispatcher.close()
         self.proxy.audit.flush()
         self.catalog.dispose()

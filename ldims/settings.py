@@ -267,6 +267,13 @@ class Settings(BaseSettings):
         "TOO_MANY_REQUESTS (0: refused at once when the caller's share is in use). qmd's "
         "tools wait in a thread: at most the caller's share of those wait, more are refused.",
     )
+    search_queue_per_tenant: int = Field(
+        default=12,
+        ge=1,
+        le=1024,
+        description="Searches of one tenant that may wait their turn at once (default: 4 times "
+        "the default tenant share); more are refused with 429 TOO_MANY_REQUESTS, not queued.",
+    )
     health_probe_timeout_seconds: float = Field(
         default=2.0,
         gt=0,
@@ -485,6 +492,13 @@ class Settings(BaseSettings):
         gt=0,
         description="Longest pause in the arrival of a request body; a client silent for "
         "longer is disconnected (a server too busy to read waits without limit).",
+    )
+    http_body_min_bytes_per_second: float = Field(
+        default=1024.0,
+        ge=0,
+        description="Slowest a request body may arrive: a client sending fewer than this "
+        "times LDIMS_HTTP_BODY_TIMEOUT_SECONDS bytes within one such window is disconnected "
+        "(0: only the pause counts; a server too busy to read waits without limit).",
     )
     http_keep_alive_seconds: int = Field(
         default=5,
@@ -816,6 +830,17 @@ class Settings(BaseSettings):
             raise ValueError("reranker_model and reranker_tokenizer go together")
         if self.retry_backoff_max_seconds >= self.broker_visibility_timeout_seconds:
             raise ValueError("retry_backoff_max_seconds must be below the visibility timeout")
+        # A share larger than what contains it would never be reached: a mistake, not a choice.
+        if not (
+            self.search_concurrency_per_key
+            <= self.search_concurrency_per_tenant
+            <= self.search_concurrency
+        ):
+            raise ValueError(
+                "search concurrency must be per_key <= per_tenant <= total (got "
+                f"{self.search_concurrency_per_key} <= {self.search_concurrency_per_tenant} <= "
+                f"{self.search_concurrency})"
+            )
         return self
 
     @classmethod

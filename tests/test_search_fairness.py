@@ -201,10 +201,16 @@ async def _mcp_searches(tenants: Tenants, count: int) -> list[float]:
 
 
 # --- the admission itself, without a server (fast) ------------------------------------------
-def _admission(total: int = 2, per_tenant: int = 1, per_key: int = 1, queue: float = 5.0) -> Any:
+def _admission(
+    total: int = 2,
+    per_tenant: int = 1,
+    per_key: int = 1,
+    queue: float = 5.0,
+    queue_per_tenant: int = 12,
+) -> Any:
     from ldims.admission import AdmissionLimits, SearchAdmission
 
-    return SearchAdmission(AdmissionLimits(total, per_tenant, per_key, queue))
+    return SearchAdmission(AdmissionLimits(total, per_tenant, per_key, queue, queue_per_tenant))
 
 
 def test_tenants_take_turns_and_a_key_keeps_to_its_share() -> None:
@@ -267,3 +273,94 @@ def test_a_slot_goes_back_when_its_work_ends_even_if_nobody_waits_for_it() -> No
         assert admission.running == 0
 
     asyncio.run(abandoned())
+
+
+def test_a_second_key_takes_a_free_slot_while_the_first_keys_backlog_waits() -> None:
+    from ldims.caller import Caller
+
+    # Key 1 runs its whole share and has more waiting; the tenant is under its share.
+    admission = _admission(total=4, per_tenant=3, per_key=1, queue=2.0)
+    first, second = Caller("bravo", key_id="key_1"), Caller("bravo", key_id="key_2")
+    release = threading.Event()
+    running = threading.Event()
+
+    def hold(caller: Caller, ran: threading.Event | None = None) -> None:
+        with admission.slot(caller):
+            if ran is not None:
+                ran.set()
+            release.wait(5)
+
+    holder = threading.Thread(target=hold, args=(first, running))
+    holder.start()
+    assert running.wait(2)
+    backlog = threading.Thread(target=hold, args=(first,))  # waits for key 1's share
+    backlog.start()
+    time.sleep(0.05)
+    started = time.perf_counter()
+    try:
+        with admission.slot(second):  # before: queued behind key 1's backlog, then 429
+            waited = time.perf_counter() - started
+            assert admission.running == 2
+    finally:
+        release.set()
+        holder.join(5)
+        backlog.join(5)
+    assert waited < 0.5, f"key 2 waited {waited:.2f} s with slots free"
+    assert admission.running == 0
+
+
+def test_at_most_queue_per_tenant_searches_of_a_tenant_wait() -> None:
+    from ldims.caller import Caller
+    from ldims.errors import TooManyRequests
+
+    admission = _admission(total=4, per_tenant=1, per_key=1, queue=0.5, queue_per_tenant=2)
+    bravo = Caller("bravo", key_id="key_b")
+    release = threading.Event()
+    outcome: dict[str, str] = {}
+
+    async def search(name: str) -> None:
+        try:
+            async with admission.admitted(bravo) as on_pool:
+                await on_pool(lambda: release.wait(5) if name == "b1" else None)
+            outcome[name] = "ran"
+        except TooManyRequests as refused:
+            outcome[name] = f"429 after {refused.details['retryAfterSeconds']} s"
+
+    async def flood() -> None:
+        tasks = [asyncio.create_task(search("b1"))]
+        await asyncio.sleep(0.05)
+        tasks += [asyncio.create_task(search(name)) for name in ("b2", "b3")]  # the bound
+        await asyncio.sleep(0.05)
+        started = time.perf_counter()
+        tasks.append(asyncio.create_task(search("b4")))  # one past it: not queued
+        await asyncio.sleep(0.1)
+        release.set()  # b1 ends: the queued run, well before the waits run out
+        await asyncio.gather(*tasks)
+        # Refused, but paced like a timed-out waiter (a client told "no" at once hammers).
+        assert time.perf_counter() - started >= 0.45
+
+    asyncio.run(flood())
+    assert outcome == {"b1": "ran", "b2": "ran", "b3": "ran", "b4": "429 after 1 s"}
+    assert admission.running == 0
+
+    # A search holding a thread past the bound is refused at once.
+    threaded = _admission(total=4, per_tenant=2, per_key=1, queue=5.0, queue_per_tenant=1)
+    hold = threading.Event()
+    keys = [Caller("bravo", key_id=f"key_{n}") for n in range(4)]
+
+    def wait_in_thread(caller: Caller) -> None:
+        with threaded.slot(caller):
+            hold.wait(5)
+
+    workers = [threading.Thread(target=wait_in_thread, args=(key,)) for key in keys[:3]]
+    for worker in workers:
+        worker.start()
+        time.sleep(0.05)  # two run (the tenant's share), the third waits (the bound of one)
+    assert threaded.running == 2
+    started = time.perf_counter()
+    with pytest.raises(TooManyRequests), threaded.slot(keys[3]):
+        pass
+    assert time.perf_counter() - started < 0.5
+    hold.set()
+    for worker in workers:
+        worker.join(5)

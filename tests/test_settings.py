@@ -97,3 +97,21 @@ def test_unknown_mask_kinds_are_refused_at_start_up() -> None:
     assert Settings(mcp_proxy_mask=["email", "ru_inn"]).mcp_proxy_mask == ["email", "ru_inn"]
     with pytest.raises(ValidationError, match="unknown mask kinds"):
         Settings(mcp_proxy_mask=["emial"])
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"search_concurrency_per_key": 4, "search_concurrency_per_tenant": 3},
+        {"search_concurrency_per_tenant": 9, "search_concurrency": 8},
+    ],
+)
+def test_search_shares_that_do_not_nest_are_refused_at_start_up(
+    overrides: dict[str, object],
+) -> None:
+    with pytest.raises(ValidationError, match="per_key <= per_tenant <= total"):
+        Settings(**overrides)  # type: ignore[arg-type]
+    nested = Settings(
+        search_concurrency=8, search_concurrency_per_tenant=8, search_concurrency_per_key=8
+    )
+    assert nested.search_concurrency_per_key == 8

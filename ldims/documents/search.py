@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import date, datetime
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Literal, TypeVar
 
 import anyio
 import numpy as np
@@ -50,7 +50,6 @@ from ldims.errors import InvalidInput, QueryUnprocessable, SearchTimeout, Servic
 from ldims.settings import Settings
 
 T = TypeVar("T")
-Blocking = Callable[[Callable[[], T]], Awaitable[T]]
 MAX_RESULTS_BOUND = 500
 MAX_OFFSET = 10_000
 _DATE = TypeAdapter(date)
@@ -195,12 +194,9 @@ class DocumentSearch:
         max_results: int = 5,
         filters: SearchFilters | None = None,
         offset: int = 0,
-        *,
-        blocking: Blocking[Any] | None = None,
     ) -> SearchOutput:
         """Validate, wait for the caller's turn, search (quickly on this loop, else on the
-        searches' own pool) and answer. ``blocking`` is not used any more (searches have
-        their pool); adapters may still pass it."""
+        searches' own pool) and answer."""
         prepared = self.prepare(caller, query, max_results, filters, offset)
         now = time.monotonic()
         left = anyio.current_effective_deadline() - anyio.current_time()  # inf: no limit set

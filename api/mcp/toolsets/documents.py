@@ -126,7 +126,7 @@ def register(server: LdimsMCP) -> None:
         offset: Offset = 0,
     ) -> SearchOutput:
         return await documents.search.search(
-            server.caller(ctx), query, maxResults, filters, offset, blocking=server.blocking
+            server.caller(ctx), query, maxResults, filters, offset
         )
 
     @server.tool(
