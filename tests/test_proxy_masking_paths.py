@@ -231,3 +231,60 @@ def test_no_raw_value_over_mcp(env: Env) -> None:
                 assert not leaks(text), (tool, arguments, leaks(text))
 
     asyncio.run(go())
+
+
+# --- section ids: made of the masked heading, never of the raw one -------------------------------
+
+HEADINGS = {
+    "Card 4111 1111 1111 1111": "4111",
+    "password: hunter2": "hunter2",
+    "Write to anna.smith@acme-corp.example": "anna",
+}
+
+
+def _upload(env: Env, name: str, text: str) -> str:
+    headers = env.headers(env.admin)
+    response = env.stack.client.post(
+        "/api/documents", files={"file": (name, text.encode())}, headers=headers
+    )
+    assert response.status_code in (200, 201, 202), response.text
+    doc_id: str = response.json()["documentId"]
+    url = f"/api/documents/{doc_id}"
+    assert wait_until(
+        lambda: env.stack.client.get(url, headers=headers).json()["status"]
+        in ("completed", "failed"),
+        120,
+        0.1,
+    )
+    assert env.stack.client.get(url, headers=headers).json()["status"] == "completed"
+    return doc_id
+
+
+def test_a_section_id_holds_no_masked_value_and_reads_back(env: Env) -> None:
+    # The finding: ids were slugs of the raw heading ("sec_card_4111_1111_1111_1111"), and the
+    # last masking pass leaves ids alone, while the heading beside it was masked.
+    parts = ["# Plain heading", "", "Plain text."]
+    for number, heading in enumerate(HEADINGS):
+        parts += ["", f"## {heading}", "", f"Body number {number}."]
+    doc_id = _upload(env, "headings.md", "\n".join(parts) + "\n")
+
+    def execute(tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        body = {"tool_name": tool, "arguments": {"doc_id": doc_id, **arguments}}
+        response = env.stack.client.post(
+            "/internal/mcp/execute", json=body, headers=env.headers(env.proxy)
+        )
+        assert response.status_code == 200, response.text
+        return response.json()["result"]  # type: ignore[no-any-return]
+
+    sections = execute("read_doc_metadata", {})["sections"]
+    assert len(sections) == 1 + len(HEADINGS)
+    assert sections[0]["section_id"] == "sec_plain_heading"  # a clean heading keeps its slug
+    text = json.dumps(sections, ensure_ascii=False).casefold()
+    for raw in HEADINGS.values():
+        assert raw not in text, (raw, sections)
+    for number, section in enumerate(sections[1:]):
+        assert section["section_id"] == f"sec_{number + 2}"  # masked: its position
+        assert "[" in section["heading"]  # the heading shown is masked too
+        read = execute("read_doc_section", {"section_id": section["section_id"]})
+        assert read["section_id"] == section["section_id"]
+        assert f"Body number {number}." in read["text"]

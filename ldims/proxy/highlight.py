@@ -21,7 +21,8 @@ from indexer import snippet
 
 ELLIPSIS = "…"
 MARK = "**"
-# Characters kept from the index per snippet: a chunk is at most 2,000 (one long line more).
+# Characters kept from the index per snippet: a chunk is at most 2,000 (workers.chunking cuts
+# a longer line in pieces), so the window holds a whole chunk with room to spare.
 WIDE_CHARS = 4096
 # Longer than any spaced value the masker knows (a card with separators, an IBAN in groups,
 # a phone, a passport): a value cut by the wide window's edge lies within this much of it.

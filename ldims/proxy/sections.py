@@ -4,6 +4,10 @@ An id depends only on the headings, in order (``sec_ldap``; a second "LDAP" head
 ``sec_ldap_2``), so extracting the same content again gives the same ids, and a model can
 cite one. Headings in any script keep their letters (``sec_настройка_ldap``,
 ``sec_安装``); a heading without letters or digits gets its position (``sec_7``).
+An id is made of the heading as the proxy shows it, masked (:mod:`ldims.proxy.masking`): a
+heading "Card 4111 1111 1111 1111" was ``sec_card_4111_1111_1111_1111``, the card in an id
+that the last masking pass leaves alone. A heading that masking changes gets its position
+too, so no part of what was masked (nor of what lies next to it) reaches an id.
 
 A section whose stored shape is wrong (not text, pages outside the document) is kept as
 ``damaged``: listing it is harmless, reading it is a ``TOOL_ERROR``, never garbage.
@@ -16,8 +20,11 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ldims.proxy.masking import mask
+
 _NOT_WORD = re.compile(r"[\W_]+")
 MAX_SLUG_CHARS = 48
+MAX_HEADING_CHARS = 500
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,20 @@ def slug(heading: str) -> str:
     return out[:MAX_SLUG_CHARS].rstrip("_")
 
 
-def sections_of(raw: Iterable[object], page_count: int) -> list[SectionView]:
-    """The extraction's sections (``workers.extraction.Section`` or equivalents), with ids."""
+def section_base(heading: str, position: int, mask_kinds: frozenset[str] | None = None) -> str:
+    """The id of the section at ``position`` (from 1) before duplicates are numbered: the slug
+    of ``heading``, or the position when the heading has no word or masking (of ``mask_kinds``,
+    None: every kind) changes it."""
+    if mask(heading, mask_kinds).text != heading:
+        return f"sec_{position}"
+    return "sec_" + (slug(heading) or str(position))
+
+
+def sections_of(
+    raw: Iterable[object], page_count: int, mask_kinds: frozenset[str] | None = None
+) -> list[SectionView]:
+    """The extraction's sections (``workers.extraction.Section`` or equivalents), with ids
+    (:func:`section_base`; the only rule ids are made by, for listing and reading alike)."""
     seen: dict[str, int] = {}
     out: list[SectionView] = []
     for position, section in enumerate(raw, start=1):
@@ -57,13 +76,14 @@ def sections_of(raw: Iterable[object], page_count: int) -> list[SectionView]:
             and 1 <= start <= end <= max(page_count, 1)
         )
         heading_text = heading if isinstance(heading, str) else ""
-        base = "sec_" + (slug(heading_text) or str(position))
+        heading_text = heading_text[:MAX_HEADING_CHARS]
+        base = section_base(heading_text, position, mask_kinds)
         seen[base] = seen.get(base, 0) + 1
         section_id = base if seen[base] == 1 else f"{base}_{seen[base]}"
         out.append(
             SectionView(
                 id=section_id,
-                heading=heading_text[:500],
+                heading=heading_text,
                 level=level if isinstance(level, int) else 1,
                 page_start=start if isinstance(start, int) else 0,
                 page_end=end if isinstance(end, int) else 0,

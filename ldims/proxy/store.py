@@ -91,8 +91,10 @@ class ProxyStore:
         extracts: ExtractStore,
         cache_chars: int = 64_000_000,
         breaker: CircuitBreaker | None = None,
+        mask_kinds: frozenset[str] | None = None,
     ) -> None:
         self.catalog = catalog
+        self.mask_kinds = mask_kinds  # the proxy's: section ids are made of masked headings
         self.extracts = extracts
         # One breaker per store: the catalog answering must not close the document store's.
         self.breaker = breaker or CircuitBreaker()
@@ -131,7 +133,8 @@ class ProxyStore:
                 self._cache.move_to_end(key)
                 # The record may have changed (title, tags) though the content did not.
                 return replace(cached, document=document)
-        view = _view_of(document, self._guarded(lambda: self._load(document), self.breaker))
+        loaded = self._guarded(lambda: self._load(document), self.breaker)
+        view = _view_of(document, loaded, self.mask_kinds)
         self._keep(key, view)
         return view
 
@@ -187,7 +190,9 @@ class _CatalogDown(Exception):
     pass
 
 
-def _view_of(document: Document, result: ExtractionResult) -> DocumentView:
+def _view_of(
+    document: Document, result: ExtractionResult, mask_kinds: frozenset[str] | None
+) -> DocumentView:
     pages = tuple(page.text for page in sorted(result.pages, key=lambda page: page.number))
     if not pages:
         pages = (result.text,)
@@ -198,7 +203,7 @@ def _view_of(document: Document, result: ExtractionResult) -> DocumentView:
     return DocumentView(
         document=document,
         pages=pages,
-        sections=tuple(sections_of(result.sections, len(pages))),
+        sections=tuple(sections_of(result.sections, len(pages), mask_kinds)),
         language=document.language or _text(metadata.get("language")),
         tags=_tags(metadata),
         product_version=_text(metadata.get("product_version") or metadata.get("productVersion")),
