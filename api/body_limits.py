@@ -22,6 +22,14 @@ the upload limit inside a bulk body, the multipart parser's counts) stay where t
 only makes sure no route ever holds more than its limit. Uploads still stream to disk: the
 middleware passes each chunk on as it comes, buffering nothing.
 
+The small JSON routes (``/mcp``, ``/internal/mcp/execute``) read their body whole anyway, so
+there the middleware reads it first, up to the limit, answers 413 without calling the route
+when it is past, and hands the route the body it holds: the route never sees a refusal (the
+MCP SDK logged an ERROR traceback for every chunked body over 4 MiB, the refusal raised inside
+its ``request.body()``). ``/messages/`` is not buffered: its session check answers before the
+body is read (a client need not send it to an unknown session), and the SDK behind it reads
+the body outside any handler that logs. A route may render its own 413 (the proxy's envelope).
+
 Once the limit is passed, the route's ``receive`` raises :class:`BodyTooLarge` (a
 ``PayloadTooLarge``, so a route that catches LDIMS errors sees the right one) and then answers
 ``http.disconnect``; whatever the route sends afterwards is dropped, and the middleware answers
@@ -32,15 +40,17 @@ ends its request quietly, without an error traceback in the log.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE
 from starlette.requests import ClientDisconnect
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from api.routes.documents import MULTIPART_SLACK
 from api.routes.proxy import MAX_BODY_BYTES as PROXY_ENVELOPE_BYTES
+from api.routes.proxy import envelope_error
 from api.routes.webhooks import body_limit as webhook_body_limit
 from ldims.errors import PayloadTooLarge
 from ldims.settings import Settings
@@ -51,17 +61,20 @@ log = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class Limit:
     """A route's body limit: the bytes let in, and the figure the 413 names (an upload's limit
-    is its file's; the multipart envelope around it has some slack)."""
+    is its file's; the multipart envelope around it has some slack); whether the body is read
+    whole before the route is called, and how the route's 413 looks if not the seed's way."""
 
     bytes: int
     stated: int
+    buffered: bool = False
+    render: Callable[[PayloadTooLarge], Response] | None = None
 
 
 def route_limits(settings: Settings) -> dict[str, Limit]:
     """The limit of every route with one of its own, by path (without a trailing slash)."""
 
-    def exact(limit: int) -> Limit:
-        return Limit(limit, limit)
+    def exact(limit: int, *, buffered: bool = False) -> Limit:
+        return Limit(limit, limit, buffered)
 
     return {
         "/api/documents": Limit(
@@ -71,9 +84,11 @@ def route_limits(settings: Settings) -> dict[str, Limit]:
             settings.bulk_upload_max_bytes + MULTIPART_SLACK, settings.bulk_upload_max_bytes
         ),
         "/api/webhooks/ingest": exact(webhook_body_limit(settings)),
-        "/mcp": exact(DEFAULT_MAX_REQUEST_BODY_SIZE),
+        "/mcp": exact(DEFAULT_MAX_REQUEST_BODY_SIZE, buffered=True),
         "/messages": exact(DEFAULT_MAX_REQUEST_BODY_SIZE),
-        "/internal/mcp/execute": exact(PROXY_ENVELOPE_BYTES),
+        "/internal/mcp/execute": Limit(
+            PROXY_ENVELOPE_BYTES, PROXY_ENVELOPE_BYTES, buffered=True, render=envelope_error
+        ),
     }
 
 
@@ -101,7 +116,41 @@ class BodyLimits:
         if declared is not None and declared > limit.bytes:
             await _too_large(limit)(scope, receive, send)
             return
+        if limit.buffered:
+            await _buffered(self.app, limit, scope, receive, send)
+            return
         await _Counted(self.app, limit)(scope, receive, send)
+
+
+async def _buffered(app: ASGIApp, limit: Limit, scope: Scope, receive: Receive, send: Send) -> None:
+    """The body read whole (within ``limit``) before ``app`` is called with a ``receive`` that
+    gives it first, then whatever comes next (a disconnect, which streamed answers wait for)."""
+    chunks: list[bytes] = []
+    seen = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            log.info("client went away before its request body was read in full")
+            return
+        chunk = message.get("body", b"")
+        seen += len(chunk)
+        if seen > limit.bytes:
+            await _too_large(limit)(scope, receive, send)
+            return
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    whole: Message | None = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+    chunks.clear()
+
+    async def replay() -> Message:
+        nonlocal whole
+        if whole is None:
+            return await receive()
+        message, whole = whole, None
+        return message
+
+    await app(scope, replay, send)
 
 
 class _Counted:
@@ -170,15 +219,18 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-def _too_large(limit: Limit) -> JSONResponse:
+def _too_large(limit: Limit) -> Response:
     error = PayloadTooLarge(
         f"The request body is larger than the limit of {limit.stated} bytes.",
         limitBytes=limit.stated,
     )
+    if limit.render is not None:
+        response = limit.render(error)
+    else:
+        response = JSONResponse(error.body(), status_code=error.http_status)
     # Connection: close: the server stops reading the rest instead of draining it.
-    return JSONResponse(
-        error.body(), status_code=error.http_status, headers={"Connection": "close"}
-    )
+    response.headers["Connection"] = "close"
+    return response
 
 
 __all__ = ["BodyLimits", "BodyTooLarge", "Limit", "route_limits"]

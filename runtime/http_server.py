@@ -10,10 +10,13 @@ after 75 s). :class:`TimedH11Protocol` adds, per connection, one timer at a time
 * the head deadline: a request's head must be complete within
   ``LDIMS_HTTP_HEADER_TIMEOUT_SECONDS`` of the connection opening (or, on a kept-alive
   connection, of the request's first byte); the deadline is fixed, more bytes do not move it;
-* the body pause: while a body is arriving, the client must send something every
-  ``LDIMS_HTTP_BODY_TIMEOUT_SECONDS``; when the server is the one not reading (the route is
-  slow to take the body: flow control paused reading, or the client still waits for its
-  ``100 Continue``) the client is not to blame and the timer waits again;
+* the body rate: while a body is arriving, the client must send at least
+  ``LDIMS_HTTP_BODY_MIN_BYTES_PER_SECOND`` × ``LDIMS_HTTP_BODY_TIMEOUT_SECONDS`` bytes in each
+  window of ``LDIMS_HTTP_BODY_TIMEOUT_SECONDS``: the timer is re-armed only once that many
+  arrived since it was armed (re-arming at every byte let a client sending one byte every 29 s
+  hold a connection for ever); when the server is the one not reading (the route is slow to
+  take the body: flow control paused reading, or the client still waits for its
+  ``100 Continue``) the client is not to blame and the timer waits again, a new window;
 * idle keep-alive: uvicorn's own, ``LDIMS_HTTP_KEEP_ALIVE_SECONDS``.
 
 A connection past its bound is closed (logged at DEBUG: an attacker may open thousands). So is
@@ -60,12 +63,14 @@ class TimedH11Protocol(H11Protocol):
 
     header_timeout: float = 10.0
     body_timeout: float = 30.0
+    body_min_rate: float = 1024.0  # bytes per second, over each body_timeout window
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._read_timer: asyncio.TimerHandle | None = None
         self._head_deadline: float | None = None
         self._drained: int | None = None  # bytes of an unread body received after the answer
+        self._body_window: int | None = None  # bytes received since the body timer was armed
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -77,6 +82,8 @@ class TimedH11Protocol(H11Protocol):
             if self._drained > DRAIN_LIMIT:
                 self._close()
                 return
+        if self._body_window is not None:
+            self._body_window += len(data)
         super().data_received(data)
         self._read_on_behind_pipelined_request()
         self._watch()
@@ -115,10 +122,18 @@ class TimedH11Protocol(H11Protocol):
 
     def _watch(self) -> None:
         """Arm the one timer the connection's state calls for."""
+        state = self.conn.their_state
+        if (
+            state is h11.SEND_BODY
+            and self._body_window is not None
+            and self._body_window < self.body_min_rate * self.body_timeout
+            and not self.transport.is_closing()
+        ):
+            return  # too few bytes yet in this window: its timer runs on, not moved
         self._cancel_timer()
+        self._body_window = None
         if self.transport.is_closing():
             return
-        state = self.conn.their_state
         if state is not h11.SEND_BODY:
             self._drained = None  # the unread body, if any, is over
         if state is h11.IDLE and self.timeout_keep_alive_task is None:
@@ -129,7 +144,11 @@ class TimedH11Protocol(H11Protocol):
             return
         self._head_deadline = None
         if state is h11.SEND_BODY:
-            self._read_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
+            self._arm_body_window()
+
+    def _arm_body_window(self) -> None:
+        self._body_window = 0
+        self._read_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
 
     def _head_timed_out(self) -> None:
         log.debug("closed a connection whose request head took over %ss", self.header_timeout)
@@ -138,13 +157,18 @@ class TimedH11Protocol(H11Protocol):
     def _body_timed_out(self) -> None:
         waiting = self.cycle is not None and self.cycle.waiting_for_100_continue
         if self.flow.read_paused or waiting:  # the server is not reading: not the client's pause
-            self._read_timer = self.loop.call_later(self.body_timeout, self._body_timed_out)
+            self._arm_body_window()
             return
-        log.debug("closed a connection whose request body paused over %ss", self.body_timeout)
+        log.debug(
+            "closed a connection whose request body sent under %s bytes/s for %ss",
+            self.body_min_rate,
+            self.body_timeout,
+        )
         self._close()
 
     def _close(self) -> None:
         self._read_timer = None
+        self._body_window = None
         if not self.transport.is_closing():
             self.transport.close()
 
@@ -157,6 +181,7 @@ def protocol_for(settings: Settings) -> type[TimedH11Protocol]:
         {
             "header_timeout": settings.http_header_timeout_seconds,
             "body_timeout": settings.http_body_timeout_seconds,
+            "body_min_rate": settings.http_body_min_bytes_per_second,
         },
     )
 

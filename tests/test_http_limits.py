@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import select
 import selectors
 import socket
 import threading
@@ -45,7 +47,24 @@ def served(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) 
         max_upload_bytes=2 * MiB,
         http_header_timeout_seconds=HEAD_TIMEOUT,
         http_body_timeout_seconds=BODY_TIMEOUT,
+        http_body_min_bytes_per_second=1,  # the pause tests dribble 5 bytes/s: only pauses count
         http_keep_alive_seconds=KEEP_ALIVE,
+    )
+    running = ThreadedServer(create_app(settings), settings).start()
+    yield Served(running.url, int(running.url.rsplit(":", 1)[1]))
+    running.stop()
+
+
+MIN_RATE = 1000  # bytes/s over each BODY_TIMEOUT window, on the ``rated`` server
+
+
+@pytest.fixture(scope="module")
+def rated(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) -> Iterator[Served]:
+    settings = Settings(
+        data_dir=tmp_path_factory.mktemp("rated"),
+        redis_url=shared_redis.url.rsplit("/", 1)[0] + "/11",
+        http_body_timeout_seconds=BODY_TIMEOUT,
+        http_body_min_bytes_per_second=MIN_RATE,
     )
     running = ThreadedServer(create_app(settings), settings).start()
     yield Served(running.url, int(running.url.rsplit(":", 1)[1]))
@@ -164,18 +183,37 @@ def test_a_declared_length_over_the_limit_is_refused_before_the_body(
         sock.sendall(_head(served.port, "POST", path, f"Content-Length: {HUGE}\r\n"))
         status, body, closed = _read_answer(sock)
     assert status == 413
-    assert body["errorCode"] == "TOO_LARGE" and body["isError"] is True
-    assert body["errorDetails"] == {"limitBytes": limit}
+    assert_too_large(path, body, limit)
     assert closed  # the server does not stay to read the body
 
 
-@pytest.mark.parametrize("path", ["/internal/mcp/execute", "/mcp"])
+def assert_too_large(path: str, body: dict[str, object], limit: int) -> None:
+    """The 413 in the route's own error shape: the proxy's envelope, else the seed's body."""
+    if path == "/internal/mcp/execute":
+        assert body["status"] == "error" and body["trace_id"] is None, body
+        assert body["error"] == {
+            "code": "TOO_LARGE",
+            "message": f"The request body is larger than the limit of {limit} bytes.",
+            "details": {"limitBytes": limit},
+        }
+    else:
+        assert body["errorCode"] == "TOO_LARGE" and body["isError"] is True
+        assert body["errorDetails"] == {"limitBytes": limit}
+
+
+@pytest.mark.parametrize(
+    ("path", "limit"), [("/internal/mcp/execute", 64 * 1024), ("/mcp", 4 * MiB)]
+)
 def test_a_streamed_body_is_cut_off_at_the_limit_with_flat_memory(
-    served: Served, path: str
+    served: Served, path: str, limit: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    answer = send_huge(served.port, path, chunked=True)
+    with caplog.at_level(logging.INFO):
+        answer = send_huge(served.port, path, chunked=True)
     assert answer.status == 413, answer
-    assert answer.body["errorCode"] == "TOO_LARGE"
+    assert_too_large(path, answer.body, limit)
+    # Refused before the route saw it: no route (the MCP SDK's POST handler) logs an error.
+    errors = [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+    assert not errors, [r.getMessage() for r in errors]
     assert answer.closed
     assert answer.sent < 32 * MiB  # refused early, not after the 300 MB
     assert answer.peak_rss_growth < 50 * MiB, answer
@@ -327,3 +365,47 @@ def test_idle_and_slow_connections_are_closed_in_time_while_requests_are_served(
         else:
             held = item.closed_at - item.opened
             assert bounds[item.kind] - 0.2 < held < bounds[item.kind] + MARGIN, (item.kind, held)
+
+
+def _dribble(
+    port: int, length: int, piece: int, every: float, until: float
+) -> tuple[int, float, int | None]:
+    """A ``length``-byte body to ``/mcp``, ``piece`` bytes every ``every`` seconds, until it is
+    sent, the server closes, or ``until``: the bytes sent, the seconds it took, and the
+    answer's status (None: closed without one)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(_head(port, "POST", "/mcp", f"Content-Length: {length}\r\n"))
+        sent = 0
+        while sent < length and time.monotonic() < until:
+            readable, _, _ = select.select([sock], [], [], 0)
+            if readable:
+                break  # answered or closed before the body was whole
+            try:
+                sock.sendall(b" " * min(piece, length - sent))
+            except OSError:
+                break  # closed by the server
+            sent += min(piece, length - sent)
+            time.sleep(every)
+        seconds = time.monotonic() - started
+        try:
+            first = sock.recv(65536)
+        except OSError:
+            first = b""
+    status = int(first.split()[1]) if first.startswith(b"HTTP/1.1 ") else None
+    return sent, seconds, status
+
+
+def test_a_body_dribbled_below_the_rate_is_cut_within_two_windows(rated: Served) -> None:
+    # 40 bytes every 0.2 s: bytes well within every pause, but 200 bytes/s against 1,000.
+    sent, seconds, status = _dribble(rated.port, 100_000, 40, 0.2, time.monotonic() + 8.0)
+    assert sent < 100_000 and status is None  # closed, not answered
+    assert seconds < 2 * BODY_TIMEOUT + MARGIN, seconds
+
+
+def test_a_body_at_a_fine_rate_completes(rated: Served) -> None:
+    # 600 bytes every 0.2 s (3,000 bytes/s) for 2.4 s, over several windows: then answered.
+    length = 7_200
+    sent, seconds, status = _dribble(rated.port, length, 600, 0.2, time.monotonic() + 10.0)
+    assert sent == length and seconds > 2 * BODY_TIMEOUT, (sent, seconds)
+    assert status is not None and status != 413, status

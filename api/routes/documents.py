@@ -72,10 +72,7 @@ async def upload_document(
     202 when work was queued (new document or new version), 200 when the same content was
     already there (nothing to do). Pass ``documentId`` to replace a document's content.
     """
-    settings = services.settings
-    declared = int(request.headers.get("content-length") or 0)
-    if declared > settings.max_upload_bytes + MULTIPART_SLACK:
-        raise PayloadTooLarge(limitBytes=settings.max_upload_bytes)
+    settings = services.settings  # the body's size is bounded by api.body_limits, in front
     intake = services.documents.intake
     await run_in_threadpool(services.dispatcher.ping)
     upload = await parse_upload(
@@ -148,9 +145,7 @@ async def upload_documents(
     Replacing a document's content goes through the single upload with ``documentId``.
     """
     settings = services.settings
-    limit = settings.bulk_upload_max_bytes + MULTIPART_SLACK
-    if int(request.headers.get("content-length") or 0) > limit:
-        raise PayloadTooLarge(limitBytes=settings.bulk_upload_max_bytes)
+    limit = settings.bulk_upload_max_bytes + MULTIPART_SLACK  # a declared length: body_limits
     intake = services.documents.intake
     files, fields = await parse_bulk_upload(
         request.headers.get("content-type", ""),
