@@ -6,14 +6,19 @@ its probes run at once on a few threads of their own, each within
 ``LDIMS_HEALTH_PROBE_TIMEOUT_SECONDS``; a probe past it is reported failing (``timeout``).
 Measured before (issue 33): 48 concurrent searches of one tenant took ``/health`` from 4 ms
 to 2.5 s.
+
+Single flight: ``/health`` needs no key, so anyone may flood it. Callers arriving while the
+probes run await that one run, and its answer serves every caller for :data:`FRESH_SECONDS`;
+a flood costs one probe set a second, never four probes a call.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,6 +33,51 @@ router = APIRouter(tags=["health"])
 # Four probes a check; a few checks at once. A probe stuck past its timeout keeps its thread
 # until it returns (threads cannot be stopped), so there is room for several.
 _PROBES = ThreadPoolExecutor(max_workers=16, thread_name_prefix="health")
+# How long one probe run answers every /health call: short next to any monitor's polling
+# interval (seconds to minutes), so none sees a stale answer, yet a flood probes once a second.
+FRESH_SECONDS = 1.0
+
+
+# An answer: its body and status (a response object is built per call: middleware may add to
+# a response's headers as it is sent).
+_Answer = tuple[dict[str, Any], int]
+
+
+class HealthChecks:
+    """The probe run in flight and the last answer of one app (kept on ``app.state``)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.runs = 0  # probe runs started (observable in tests and when debugging)
+        self._running: asyncio.Future[_Answer] | None = None
+        self._answer: _Answer | None = None
+        self._at = -math.inf
+
+    async def answer(self, run: Callable[[], Awaitable[_Answer]]) -> _Answer:
+        """The fresh answer, or the one run in flight, or a new run of ``run()``."""
+        if self._answer is not None and self.clock() - self._at < FRESH_SECONDS:
+            return self._answer
+        if self._running is None:
+            self.runs += 1
+            self._running = asyncio.ensure_future(self._run(run))
+        # shielded: a caller that goes away does not cancel the run the others await
+        return await asyncio.shield(self._running)
+
+    async def _run(self, run: Callable[[], Awaitable[_Answer]]) -> _Answer:
+        try:
+            answer = await run()
+            self._answer, self._at = answer, self.clock()
+            return answer
+        finally:
+            self._running = None
+
+
+def _checks_of(request: Request) -> HealthChecks:
+    state = request.app.state
+    checks = getattr(state, "health_checks", None)
+    if checks is None:  # no await since the look-up: one per app
+        checks = state.health_checks = HealthChecks()
+    return checks
 
 
 def _check(probe: Callable[[], Any]) -> dict[str, Any]:
@@ -67,6 +117,12 @@ def _readable(ping: Callable[[], int]) -> None:
 async def health(request: Request) -> JSONResponse:
     """200 when every part answers, 503 ``SERVER_ERROR`` naming the parts that do not."""
     services: Services = request.app.state.services
+    body, status = await _checks_of(request).answer(functools.partial(_probe_all, services))
+    return JSONResponse(body, status_code=status)
+
+
+async def _probe_all(services: Services) -> _Answer:
+    """One run of every probe, at once, and the answer it makes."""
     probes: dict[str, Callable[[], Any]] = {
         "broker": services.dispatcher.ping,
         "catalog": services.catalog.ping,
@@ -80,7 +136,7 @@ async def health(request: Request) -> JSONResponse:
     )
     checks = dict(zip(probes, answers, strict=True))
     if all(check["ok"] for check in checks.values()):
-        return JSONResponse({"status": "ok", "checks": checks})
+        return {"status": "ok", "checks": checks}, 200
     failing = [name for name, check in checks.items() if not check["ok"]]
     body = {
         "isError": True,
@@ -88,4 +144,4 @@ async def health(request: Request) -> JSONResponse:
         "errorMessage": f"Unavailable: {', '.join(failing)}.",
         "errorDetails": {"checks": checks},
     }
-    return JSONResponse(body, status_code=503)
+    return body, 503
