@@ -27,7 +27,11 @@ def build_services(settings: Settings) -> Services:
         documents=documents,
         qmd=Qmd(settings, catalog, documents),
         proxy=build_proxy(
-            settings, catalog, lambda: documents.index, documents.search.query_vector
+            settings,
+            catalog,
+            lambda: documents.index,
+            documents.search.admission.slot,  # the same shares as every search
+            documents.search.query_vector,
         ),
         keys=KeyRing(settings, catalog),
     )

@@ -226,6 +226,7 @@ def test_a_huge_page_is_cut_before_masking_and_still_masked_and_bounded(
     tmp_path: Path, catalog: Catalog, shared_redis: RedisServer
 ) -> None:
     from ldims.proxy import AuditTrail, Proxy, ProxyConfig
+    from ldims.proxy.core import unlimited
 
     extracts = ExtractStore(tmp_path / "extracts")
     sha = "d" * 64
@@ -244,6 +245,7 @@ def test_a_huge_page_is_cut_before_masking_and_still_masked_and_bounded(
         AuditTrail(catalog),
         ProxyConfig(chunk_limit_tokens=300),
         lambda: DocumentIndex(tmp_path / "index"),  # not searched here
+        unlimited,
     )
     result = proxy.call(
         Caller("acme"), "read_doc_pages", {"doc_id": "huge", "page_start": 1, "page_end": 1}

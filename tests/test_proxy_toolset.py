@@ -507,3 +507,46 @@ def test_every_call_is_audited_without_its_text(env: Env, caplog: pytest.LogCapt
     for secret in ("ldap.example.internal", "Sup3rS3cret", "jane.smith"):
         assert secret not in caplog.text
         assert all(secret not in str(vars(r)) for r in records.values())
+
+
+# --- in-document search: the searches' admission and time limit --------------------------------
+
+
+def test_local_search_takes_a_slot_of_the_callers_share_and_keeps_the_time_limit(
+    env: Env,
+) -> None:
+    # The finding: doc_local_search ran outside the searches' admission (a tenant's flood of
+    # them took threads and CPU from everyone) and without a deadline.
+    from ldims.caller import Caller
+    from ldims.errors import LdimsError
+
+    def services(**limits: Any) -> Any:
+        return build_services(env.stack.settings.model_copy(update=limits))
+
+    acme, globex = Caller("acme"), Caller("globex")
+    search = {"doc_id": env.docs["handbook"], "query": "backups"}
+    tight = services(
+        search_concurrency_per_tenant=1, search_concurrency_per_key=1, search_queue_seconds=0
+    )
+    try:
+        admission = tight.documents.search.admission
+        with admission.slot(acme):  # acme's one search runs (say, a REST search)
+            with pytest.raises(LdimsError) as refused:
+                tight.proxy.call(acme, "doc_local_search", search, "adm-1")
+            assert (refused.value.code, refused.value.http_status) == ("TOO_MANY_REQUESTS", 429)
+            # another tenant's share is its own
+            other = {"doc_id": env.docs["globex"], "query": "plan"}
+            assert tight.proxy.call(globex, "doc_local_search", other, "adm-2")["results"]
+            assert admission.running == 1  # the proxy's slot went back
+        assert tight.proxy.call(acme, "doc_local_search", search, "adm-3")["results"]
+        assert admission.running == 0
+    finally:
+        tight.close()
+    hasty = services(search_timeout_seconds=1e-9)
+    try:
+        with pytest.raises(LdimsError) as late:
+            hasty.proxy.call(acme, "doc_local_search", search, "late-1")
+        assert (late.value.code, late.value.http_status) == ("SEARCH_TIMEOUT", 504)
+        assert hasty.documents.search.admission.running == 0
+    finally:
+        hasty.close()

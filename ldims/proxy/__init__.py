@@ -12,7 +12,7 @@ from collections.abc import Callable
 from indexer import DocumentIndex
 from ldims.catalog import Catalog
 from ldims.proxy.audit import AuditEntry, AuditTrail
-from ldims.proxy.core import DOC_TOOLS, TOOLS, Proxy, ProxyConfig, QueryVector
+from ldims.proxy.core import DOC_TOOLS, TOOLS, Admission, Proxy, ProxyConfig, QueryVector
 from ldims.proxy.errors import (
     AccessDenied,
     RateLimitExceeded,
@@ -60,13 +60,16 @@ def build_proxy(
     settings: Settings,
     catalog: Catalog,
     index: Callable[[], DocumentIndex],
+    admission: Admission,
     query_vector: QueryVector = lambda text: None,
 ) -> Proxy:
     """The proxy of ``settings``: limits in their Redis, audit in ``catalog``, in-document
-    search on ``index()`` (with the vectors of ``query_vector`` when semantic search is on)."""
+    search on ``index()`` (with the vectors of ``query_vector`` when semantic search is on),
+    each search in a slot of ``admission`` (the documents' search's: one set of shares)."""
     kinds = settings.mcp_proxy_mask
+    mask_kinds = None if kinds is None else frozenset(kinds)
     return Proxy(
-        ProxyStore(catalog, ExtractStore(settings.extracts_dir)),
+        ProxyStore(catalog, ExtractStore(settings.extracts_dir), mask_kinds=mask_kinds),
         Limiter.from_url(
             settings.effective_redis_url, limit_settings(settings), settings.redis_key_prefix
         ),
@@ -74,10 +77,12 @@ def build_proxy(
         ProxyConfig(
             chunk_limit_tokens=settings.doc_chunk_limit_tokens,
             max_pages=settings.mcp_proxy_max_pages,
-            mask_kinds=None if kinds is None else frozenset(kinds),
+            mask_kinds=mask_kinds,
             keyword_weight=settings.hybrid_keyword_weight,
             dense_weight=settings.hybrid_dense_weight,
+            search_seconds=settings.search_timeout_seconds,
         ),
         index,
+        admission,
         query_vector,
     )

@@ -2,17 +2,19 @@
 is allowed to of a document, and nothing more — the one path the MCP tools and the
 ``/internal/mcp/execute`` envelope both take.
 
-Every call, in order: the arguments are validated, the document id made canonical (the one
-rule of :func:`ldims.documents.validate_document_id`, surrounding whitespace dropped), and
-that id alone is what limits, audit and lookup use; the caller's scope checked (``proxy``,
-which ``read`` implies);
-the call admitted by the limiter (calls a minute, calls on the document in this generation,
-generations an hour); the tool runs on the caller's document (another tenant's is not found,
-as an unknown one); every text is masked (PII, secrets) before anything else rewrites it —
-snippets are highlighted on the masked text (:mod:`ldims.proxy.highlight`) — and cut to
-``DOC_CHUNK_LIMIT_TOKENS`` at a sentence end, then to what the generation's output budget
-still grants; a last pass masks every string of the result once more (idempotent: it finds
-nothing unless a tool forgot a field); one audit record is written, whatever the outcome.
+Every call, in order: the arguments are validated, the document id made canonical (the one rule
+of :func:`ldims.documents.validate_document_id`, surrounding whitespace dropped), and that id
+alone is what limits, audit and lookup use; the caller's scope checked (``proxy``, which
+``read`` implies); the call admitted by the limiter (calls a minute, calls on the document in
+this generation, generations an hour); ``doc_local_search`` also takes a slot of the searches'
+admission (the same per-tenant and per-key shares as every other search,
+:mod:`ldims.admission`) for its query's embedding and its search, and stops at
+``LDIMS_SEARCH_TIMEOUT_SECONDS``; the tool runs on the caller's document (another tenant's is
+not found, as an unknown one); every text is masked (PII, secrets) before anything else
+rewrites it — snippets are highlighted on the masked text (:mod:`ldims.proxy.highlight`) — and
+cut to ``DOC_CHUNK_LIMIT_TOKENS`` at a sentence end, then to what the generation's output
+budget still grants; a last pass masks every string of the result once more (idempotent: it
+finds nothing unless a tool forgot a field); one audit record is written, whatever the outcome.
 
 Results use the seed's snake_case fields; ``meta`` carries ``masked`` (count per kind),
 ``truncated`` and ``rate_limit`` (what this generation used of its limits).
@@ -20,20 +22,23 @@ Results use the seed's snake_case fields; ``meta`` carries ``masked`` (count per
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 import numpy as np
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from indexer import DocumentIndex, index_terms
+from indexer import DocumentIndex, SearchOverdue, index_terms
+from indexer.deadline import deadline_in
 from indexer.passages import DenseChunks
 from ldims.caller import Caller
 from ldims.catalog import Document
-from ldims.errors import InvalidInput, LdimsError, NotFound
+from ldims.errors import InvalidInput, LdimsError, NotFound, SearchTimeout
 from ldims.proxy.audit import AuditEntry, AuditTrail
 from ldims.proxy.errors import (
     AccessDenied,
@@ -131,10 +136,20 @@ class ProxyConfig:
     snippet_chars: int = SNIPPET_CHARS
     keyword_weight: float = 1.0  # of in-document hybrid search, as of the documents' search
     dense_weight: float = 1.0
+    search_seconds: float = 10.0  # LDIMS_SEARCH_TIMEOUT_SECONDS: embedding and search of a query
 
 
 # A query's embedding and the model's fingerprint; None: no model, or it did not answer.
 QueryVector = Callable[[str], "tuple[np.ndarray, str] | None"]
+# A search slot of the caller's share for the block, in this thread (waiting its turn, else
+# TooManyRequests): ``SearchAdmission.slot`` of the documents' search, so that in-document
+# searches count against the same shares as every other search of the process.
+Admission = Callable[[Caller], AbstractContextManager[None]]
+
+
+def unlimited(caller: Caller) -> AbstractContextManager[None]:
+    """No admission: for a proxy that never searches (tests of the other tools)."""
+    return contextlib.nullcontext()
 
 
 @dataclass
@@ -156,6 +171,7 @@ class Proxy:
         audit: AuditTrail,
         config: ProxyConfig,
         index: Callable[[], DocumentIndex],
+        admission: Admission,
         query_vector: QueryVector = lambda text: None,
     ) -> None:
         self.store = store
@@ -163,6 +179,7 @@ class Proxy:
         self.audit = audit
         self.config = config
         self.index = index  # the documents core's index, opened on first use
+        self.admission = admission
         self.query_vector = query_vector
         self._tools: dict[str, Callable[[Caller, Any, str, str], _Output]] = {
             "read_doc_section": self._read_section,
@@ -317,17 +334,26 @@ class Proxy:
     ) -> _Output:
         # The record is enough: the search reads the index, not the stored extraction.
         document = self.store.completed(caller, args.doc_id)
-        dense = self._dense_chunks(document, args.query)
-        # A wide window (the whole chunk, as a rule), masked before the snippet is cut and
-        # marked (see ldims.proxy.highlight): marks must never split a value to mask.
-        hits, total = self.index().search_document(
-            document.id,
-            document.version,
-            args.query,
-            args.max_results,
-            max(WIDE_CHARS, self.config.snippet_chars),
-            dense=dense,
-        )
+        within = self.config.search_seconds
+        # One slot of the caller's share and one deadline for the query's embedding and the
+        # search: without them a tenant's flood of these took CPU and threads from everyone.
+        with self.admission(caller), deadline_in(within):
+            end = time.monotonic() + within
+            try:
+                dense = self._dense_chunks(document, args.query)
+                # A wide window (the whole chunk, as a rule), masked before the snippet is cut
+                # and marked (see ldims.proxy.highlight): marks must never split a value.
+                hits, total = self.index().search_document(
+                    document.id,
+                    document.version,
+                    args.query,
+                    args.max_results,
+                    max(WIDE_CHARS, self.config.snippet_chars),
+                    within=_left(end),
+                    dense=dense,
+                )
+            except SearchOverdue:
+                raise SearchTimeout(timeoutSeconds=within) from None
         terms = list(index_terms(args.query)[0])
         masked: dict[str, int] = {}
         wide_counts: dict[str, int] = {}
@@ -532,6 +558,14 @@ class Proxy:
                 latency_ms=(time.perf_counter() - started) * 1000,
             )
         )
+
+
+def _left(end: float) -> float:
+    """Seconds left before ``end`` (a monotonic time); past it, the search stops at once."""
+    left = end - time.monotonic()
+    if left <= 0:
+        raise SearchOverdue
+    return left
 
 
 def _counts_in(text: str, masked: dict[str, int]) -> dict[str, int]:
