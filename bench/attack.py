@@ -114,12 +114,15 @@ class Run:
     connections: int
     idle_timeout: float
     max_postings: int
+    # /health's p95 under the flood: the 0.2 s in the long form; the short form, run
+    # by make test on whatever machine CI has, allows 0.5 s (the code before the fix: 2 s).
+    health_p95: float = 0.2
 
 
 # The long form keeps the default budget (20M postings): B's whole book reaches it.
 LONG = Run(48, 60, 3_300_000, 20_000_000, 8, 6, 1500, 10, 20_000_000)
 # A smaller book, and a budget its words can reach.
-SHORT = Run(48, 12, 400_000, 3_000_000, 8, 2, 300, 5, 200_000)
+SHORT = Run(48, 12, 400_000, 3_000_000, 8, 2, 300, 5, 200_000, health_p95=0.5)
 
 
 @dataclass
@@ -331,9 +334,9 @@ def stall(server: Server, run: Run, book: str, verdicts: Verdicts) -> str:
     refused = sum(hostile["refused"].values())
     verdicts.add(
         "stall",
-        search_p95 <= 1.0 and health_p95 <= 0.2 and refused == 0,
+        search_p95 <= 1.0 and health_p95 <= run.health_p95 and refused == 0,
         f"A's search p95 {search_p95 * 1000:.0f} ms (≤ 1,000), /health p95 "
-        f"{health_p95 * 1000:.0f} ms (≤ 200), A refused {refused} times",
+        f"{health_p95 * 1000:.0f} ms (≤ {run.health_p95 * 1000:.0f}), A refused {refused} times",
     )
     b_outcomes = ", ".join(f"{code} ×{count}" for code, count in sorted(outcomes.items()))
     return (
