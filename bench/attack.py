@@ -692,7 +692,8 @@ def report(args: argparse.Namespace, run: Run, verdicts: Verdicts, sections: lis
     text = "\n".join(lines)
     publish(text, args.output)
     if not args.short and not args.only and not args.code:
-        publish_section(RELIABILITY, "attack", "## Two-tenant attack\n\n" + text.split("\n", 1)[1])
+        body = text.split("\n", 1)[1].lstrip()
+        publish_section(RELIABILITY, "attack", "## Two-tenant attack\n\n" + body)
 
 
 if __name__ == "__main__":
