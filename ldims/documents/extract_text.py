@@ -251,36 +251,13 @@ def read_pages(path: Path, first: int, last: int, budget: int) -> tuple[list[str
 def _gather(scanner: _Scanner, first: int, last: int, budget: int, texts: list[str]) -> int:
     """The pages of the ``pages`` array wanted by :func:`read_pages` into ``texts``; how
     many there are."""
-    scanner.take(ord("["))
-    count = previous = 0
-    gathered = 0
-    while scanner.peek() != ord("]"):
-        if count:
-            scanner.take(ord(","))
-        scanner.take(ord("{"))
-        number: int | None = None
-        while True:
-            key = "".join(scanner.string())
-            scanner.take(ord(":"))
-            if key == "number":
-                number = scanner.integer()
-            elif key == "text":
-                if number is None or number <= previous:
-                    raise UnreadableStream("pages out of order")
-                previous = number
-                count += 1
-                if first <= count <= last and gathered <= budget:
-                    texts.append(_beginning(scanner.string(), budget + 1))
-                    gathered += len(texts[-1])
-                else:
-                    scanner.skip_value()
-            else:
-                scanner.skip_value()
-            if scanner.peek() == ord("}"):
-                scanner.take(ord("}"))
-                break
-            scanner.take(ord(","))
-    scanner.take(ord("]"))
+    count = gathered = 0
+    for count in _page_texts(scanner):
+        if first <= count <= last and gathered <= budget:
+            texts.append(_beginning(scanner.string(), budget + 1))
+            gathered += len(texts[-1])
+        else:
+            scanner.skip_value()
     return count
 
 
@@ -297,13 +274,22 @@ def _beginning(pieces: Iterator[str], most: int) -> str:
 
 def _pages(scanner: _Scanner, separator: Separator) -> Iterator[str]:
     """The pages' texts (with separators) of the ``pages`` array at the scanner."""
+    for position in _page_texts(scanner):
+        if position > 1:
+            yield separator(position)
+        yield from scanner.string()
+
+
+def _page_texts(scanner: _Scanner) -> Iterator[int]:
+    """Walk the ``pages`` array at the scanner: each page's position (from 1), yielded with
+    the scanner at that page's text, which the caller reads or skips before going on."""
     scanner.take(ord("["))
-    if scanner.peek() == ord("]"):
-        scanner.take(ord("]"))
-        return
-    previous = 0
-    position = 0
-    while True:
+    previous = position = 0
+    first = True
+    while scanner.peek() != ord("]"):
+        if not first:
+            scanner.take(ord(","))
+        first = False
         scanner.take(ord("{"))
         number: int | None = None
         while True:
@@ -316,18 +302,14 @@ def _pages(scanner: _Scanner, separator: Separator) -> Iterator[str]:
                     raise UnreadableStream("pages out of order")  # ordered by number to read
                 previous = number
                 position += 1
-                if position > 1:
-                    yield separator(position)
-                yield from scanner.string()
+                yield position
             else:
                 scanner.skip_value()
             if scanner.peek() == ord("}"):
                 scanner.take(ord("}"))
                 break
             scanner.take(ord(","))
-        if scanner.peek() == ord("]"):
-            return
-        scanner.take(ord(","))
+    scanner.take(ord("]"))
 
 
 class _Scanner:
