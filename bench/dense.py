@@ -15,6 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from relevance import SERVER_DEFAULTS
+
 from indexer import (
     DocumentIndex,
     IndexedDocument,
@@ -24,11 +26,9 @@ from indexer import (
 )
 from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
-from ldims.settings import Settings
 from workers.embed import embed_documents
 
 MAX_TOKENS = 4096
-_DEFAULTS = {name: field.default for name, field in Settings.model_fields.items()}
 
 
 @dataclass
@@ -73,7 +73,6 @@ def run_semantic(
     mode: str,
     embedder: Embedder,
     limit: int,
-    fusion: str = "scores",
 ) -> Ranked:
     """Every query in ``mode`` (dense or hybrid), its vector made anew each time."""
     ranked = Ranked()
@@ -81,7 +80,7 @@ def run_semantic(
     for query_id, text in queries:
         started = time.perf_counter()
         try:
-            found = search(index, tenant, text, mode, embedder, limit, fusion)
+            found = search(index, tenant, text, mode, embedder, limit)
         except QueryUnprocessable:
             ranked.latencies.append(time.perf_counter() - started)
             ranked.unprocessable += 1
@@ -101,10 +100,9 @@ def search(
     mode: str,
     embedder: Embedder,
     limit: int,
-    fusion: str = "scores",
 ) -> SearchResults:
-    """One search as the server runs it (100 candidates a list, weights 1:1, vector feedback
-    from the settings' defaults), the query's vector made now."""
+    """One search as the server runs it (100 candidates a list, the calibrated scores and
+    their floor), the query's vector made now."""
     request = SearchRequest(
         tenant=tenant,
         query=text,
@@ -112,10 +110,7 @@ def search(
         limit=limit,
         vector=embedder.query(text),
         fingerprint=embedder.fingerprint,
-        fusion=fusion,  # type: ignore[arg-type]
-        feedback_documents=_DEFAULTS["hybrid_feedback_documents"],
-        feedback_weight=_DEFAULTS["hybrid_feedback_weight"],
-        feedback_share=_DEFAULTS["hybrid_feedback_share"],
+        **SERVER_DEFAULTS,
     )
     return index.search(request)
 

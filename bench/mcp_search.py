@@ -66,7 +66,9 @@ What it measures
      before, so the server's query cache (``LDIMS_EMBEDDING_QUERY_CACHE_SIZE``, keyed by the
      exact text) never holds its vector and each call embeds its query;
    - ``searchDocuments`` **semantic, cached**: ``--cached-queries`` (50) semantic queries,
-     each sent once before the warm-ups, then repeated: every call a cache hit.
+     each sent once before the warm-ups, then repeated: every call a cache hit;
+   - ``searchDocuments`` **semantic, cached, explain**: the same calls with ``explain: true``
+     (each result says why it ranks): what explaining costs.
 
    The phases take turns (``--rounds``, 4: echo 5 s, keyword 5 s, keyword over SSE 5 s, distinct
    5 s, cached 5 s, echo 5 s, …; each client goes on in its queries where its last turn stopped,
@@ -109,7 +111,8 @@ What it measures
 
 Acceptance (from the issues): keyword ``searchDocuments`` throughput ≥ 50 % of ``echo``'s, its
 p95 ≤ 60 ms; semantic ``searchDocuments`` with every query distinct p95 ≤ 150 ms at 8
-clients and 0 errors; with repeated (cached) queries ≥ 40 % of ``echo``'s calls/s; zero
+clients and 0 errors; with repeated (cached) queries ≥ 40 % of ``echo``'s calls/s, and with
+``explain`` ≥ 90 % of the same calls' without (issue 34: explain costs ≤ 10 % more); zero
 errors in every phase; the SSE row is reported beside Streamable HTTP's (no target of its
 own beyond zero errors). One more verdict guards the semantic rows: some of their answers must
 be ranked with the dense list, and none may have fallen back to keywords.
@@ -184,6 +187,7 @@ RATIO_TARGET = 0.5  # keyword searchDocuments / echo, calls/s
 P95_TARGET = 0.060  # s, keyword searchDocuments
 SEMANTIC_P95_TARGET = 0.150  # s, semantic searchDocuments, every query new
 CACHED_RATIO_TARGET = 0.4  # semantic searchDocuments with cached query vectors / echo, calls/s
+EXPLAIN_RATIO_TARGET = 0.9  # the same cached calls with explain: true / without, calls/s
 QUICK_EMBED_LIMIT = 500  # chunks embedded by --quick: a minute or two, not twenty
 MiB = 1024 * 1024
 log = logging.getLogger("bench.mcp_search")
@@ -770,7 +774,8 @@ class Queries:
 
 @dataclass
 class Load:
-    phases: list[Phase]  # echo, keyword, keyword over SSE, semantic distinct, semantic cached
+    # echo, keyword, keyword over SSE, semantic distinct, semantic cached, the same explained
+    phases: list[Phase]
     tools: list[str]
     protocol: str
     distinct_sent: int = 0  # warm-up included
@@ -842,6 +847,13 @@ async def run_load(
                 on_semantic,
                 semantic_process,
                 Rotation(queries.cached, args.clients),
+            ),
+            Work(
+                "semantic, cached, explain",
+                search,
+                on_semantic,
+                semantic_process,
+                Rotation([{**q, "explain": True} for q in queries.cached], args.clients),
             ),
         ]
         # Every cached query once, so that the server's query cache holds its vector.
@@ -1031,7 +1043,7 @@ def rate_ratio(phase: Phase, echo: Phase) -> float:
 
 
 def verdicts(phases: list[Phase]) -> list[tuple[bool, str]]:
-    echo, search, _sse, distinct, cached = phases
+    echo, search, _sse, distinct, cached, explained = phases
     ratio = rate_ratio(search, echo)
     p95 = percentile(search.latencies, 95)
     ratio_ok = ratio >= RATIO_TARGET
@@ -1043,7 +1055,9 @@ def verdicts(phases: list[Phase]) -> list[tuple[bool, str]]:
     )
     cached_ratio = rate_ratio(cached, echo)
     cached_ok = cached_ratio >= CACHED_RATIO_TARGET
-    semantic = (distinct, cached)
+    explain_ratio = rate_ratio(explained, cached)
+    explain_ok = explain_ratio >= EXPLAIN_RATIO_TARGET
+    semantic = (distinct, cached, explained)
     answers = sum(sum(phase.ranked.values()) for phase in semantic)
     dense = sum(phase.ranked["keyword + dense"] + phase.ranked["dense"] for phase in semantic)
     fell_back = sum(phase.fell_back for phase in semantic)
@@ -1073,6 +1087,13 @@ def verdicts(phases: list[Phase]) -> list[tuple[bool, str]]:
             f"**{'PASS' if cached_ok else 'FAIL'}** semantic throughput: {cached.name} (cache "
             f"hits) {cached.rate:.1f} calls/s is {cached_ratio:.0%} of `echo`'s "
             f"{echo.rate:.1f} calls/s (target ≥ {CACHED_RATIO_TARGET:.0%}).",
+        ),
+        (
+            explain_ok,
+            f"**{'PASS' if explain_ok else 'FAIL'}** explain: {explained.name} "
+            f"{explained.rate:.1f} calls/s is {explain_ratio:.0%} of the same calls' without "
+            f"explain ({cached.rate:.1f}/s; target ≥ {EXPLAIN_RATIO_TARGET:.0%}: at most "
+            f"{1 - EXPLAIN_RATIO_TARGET:.0%} more).",
         ),
         (
             dense_ok,

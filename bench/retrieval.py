@@ -81,7 +81,20 @@ from pathlib import Path
 import bm25s
 import rjieba
 from dense import CrossLanguage, Vectors, attach_vectors, cross_language, run_semantic
+from relevance import (
+    CALIBRATION_HEADER,
+    FRACTIONS,
+    XQUAD,
+    Calibrated,
+    calibration_rows,
+    check_calibration,
+    default_search,
+    eval_ids,
+    merged,
+    vector_subsets,
+)
 from report import machine_line, markdown_table, ms, percentile, publish
+from vector_cache import CachedEmbedder
 
 from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer, warm_up
@@ -268,6 +281,32 @@ class SetOutcome:
     build_seconds: float
     chunks: int
     vectors: list[Vectors] = field(default_factory=list)
+    # The default model: nDCG@10 of the default search with vectors for each fraction of the
+    # documents, and the set's part of the held-out calibration check (XQuAD only).
+    partial: dict[float, float] = field(default_factory=dict)
+    calibrated: Calibrated | None = None
+
+
+def run_partial(
+    index: DocumentIndex,
+    ir: IrSet,
+    documents: list[IndexedDocument],
+    embedder: Embedder,
+    folder: Path,
+) -> dict[float, float]:
+    """nDCG@10 of the default search with vectors for each fraction of the documents."""
+    scores = {}
+    for fraction, chosen in vector_subsets(documents).items():
+        attach_vectors(index, chosen, embedder, folder / f"{fraction:.2f}")
+        if not chosen:
+            index.vectors = None  # no vector at all: what a fresh server has
+        search = default_search(index, TENANT, embedder, PAGE_LIMIT)
+        rankings = [[doc for doc, _ in search(text)] for _, text in ir.queries]
+        scores[fraction] = sum(
+            ndcg_at(ranking, ir.qrels[qid])
+            for ranking, (qid, _) in zip(rankings, ir.queries, strict=True)
+        ) / len(ir.queries)
+    return scores
 
 
 def run_quality_set(name: str, work: Path, embedders: dict[str, Embedder]) -> SetOutcome:
@@ -275,6 +314,8 @@ def run_quality_set(name: str, work: Path, embedders: dict[str, Embedder]) -> Se
     index, build_seconds = build_ir_index(ir, work / name)
     made: list[Vectors] = []
     semantic: list[RunResult] = []
+    partial: dict[float, float] = {}
+    calibrated = None
     try:
         chunks = index.ping()
         keyword = run_ldims(index, ir, "keyword")
@@ -282,22 +323,73 @@ def run_quality_set(name: str, work: Path, embedders: dict[str, Embedder]) -> Se
         documents = [ir_document(doc_id, title, text) for doc_id, title, text in ir.docs]
         for number, (model, embedder) in enumerate(embedders.items()):
             made.append(attach_vectors(index, documents, embedder, work / f"{name}-{model}"))
-            # The default model also with Reciprocal Rank Fusion, for comparison.
-            runs = [("dense", "scores"), ("hybrid", "scores")] + [("hybrid", "rrf")] * (not number)
-            for mode, fusion in runs:
-                ranked = run_semantic(
-                    index, ir.queries, TENANT, mode, embedder, QUALITY_LIMIT, fusion
-                )
-                label = mode if fusion == "scores" else f"{mode}, RRF k=60"
-                result = RunResult(f"LDIMS {label} ({model})")
+            for mode in ("dense", "hybrid"):
+                ranked = run_semantic(index, ir.queries, TENANT, mode, embedder, QUALITY_LIMIT)
+                result = RunResult(f"LDIMS {mode} ({model})")
                 result.rankings, result.latencies = ranked.rankings, ranked.latencies
                 result.unprocessable, result.empty = ranked.unprocessable, ranked.empty
                 semantic.append(result)
+            if not number:  # the default model: partial vectors, then the calibration check
+                if name in XQUAD:
+                    held = eval_ids(name, [qid for qid, _ in ir.queries])
+                    asked = [(q, t, ir.qrels[q]) for q, t in ir.queries if q in held]
+                    search = default_search(index, TENANT, embedder, PAGE_LIMIT)
+                    calibrated = check_calibration(model, name.split("-")[1], search, asked)
+                partial = run_partial(index, ir, documents, embedder, work / f"{name}-partial")
     finally:
         index.close()
     outcome = SetOutcome(ir, [keyword, run_bm25(ir), exact, *semantic], build_seconds, chunks)
     outcome.vectors = made
+    outcome.partial = partial
+    outcome.calibrated = calibrated
     return outcome
+
+
+# Issue 34: the held-out mixed set and the partial-vector rows.
+AUC_TARGET = 0.90
+GIBBERISH_EMPTY_TARGET = 0.90
+ECE_TARGET = 0.10
+
+
+def calibration_verdicts(outcome: Calibrated) -> list[tuple[bool, str]]:
+    empty, asked = outcome.empty("gibberish")
+    checks = [
+        (outcome.auc >= AUC_TARGET, f"AUC {outcome.auc:.3f} (target ≥ {AUC_TARGET})"),
+        (
+            empty / asked >= GIBBERISH_EMPTY_TARGET,
+            f"gibberish with no result {empty / asked:.0%} (target ≥ {GIBBERISH_EMPTY_TARGET:.0%})",
+        ),
+        (outcome.ece <= ECE_TARGET, f"ECE {outcome.ece:.3f} (target ≤ {ECE_TARGET})"),
+    ]
+    name = outcome.model
+    return [(ok, f"{'PASS' if ok else 'FAIL'} calibration ({name}): {t}") for ok, t in checks]
+
+
+def partial_verdicts(outcome: SetOutcome) -> list[tuple[bool, str]]:
+    if not outcome.partial:
+        return []
+    keyword = outcome.runs[0].scores(outcome.ir)[0]
+    worst = min(outcome.partial.values())
+    ok = worst >= keyword
+    return [
+        (
+            ok,
+            f"{'PASS' if ok else 'FAIL'} {outcome.ir.name}: partial vectors, lowest default-mode "
+            f"nDCG@10 {worst:.3f} (keyword {keyword:.3f})",
+        )
+    ]
+
+
+def partial_rows(outcomes: list[SetOutcome]) -> list[list[str]]:
+    rows = []
+    for outcome in outcomes:
+        if outcome.partial:
+            keyword = outcome.runs[0].scores(outcome.ir)[0]
+            rows.append(
+                [outcome.ir.name, f"{keyword:.3f}"]
+                + [f"{outcome.partial[f]:.3f}" for f in FRACTIONS]
+            )
+    return rows
 
 
 # Targets of issue 16 (nDCG@10 of hybrid): over keyword on every set, and these floors.
@@ -833,6 +925,7 @@ def report(
             *(f"- {line}" for line in quality_notes(quality)),
             "",
         ]
+        parts += partial_section(quality, default)
     if crossed:
         parts += [
             "## Cross-language (XQuAD: English questions, Russian and Chinese paragraphs)",
@@ -873,6 +966,41 @@ def report(
     return "\n".join(parts) + "\n"
 
 
+def partial_section(quality: list[SetOutcome], default: str) -> list[str]:
+    """The calibration check and the partial-vector rows (issue 34)."""
+    parts: list[str] = []
+    checked = [o.calibrated for o in quality if o.calibrated is not None]
+    if checked:
+        whole = merged(checked)
+        parts += [
+            f"## Calibrated scores ({default}, held-out mixed set, default search)",
+            "",
+            "Held-out XQuAD questions (60 a language, never fitted on), the eval half of "
+            "`bench/calibration/queries.jsonl` (off-topic and gibberish, en/ru/zh), each in "
+            "its language's corpus with the server's default search (hybrid, floor "
+            "`LDIMS_SEARCH_MIN_SCORE`).",
+            "",
+            markdown_table(CALIBRATION_HEADER, calibration_rows([whole])),
+            "",
+            *(line for _, line in calibration_verdicts(whole)),
+            "",
+        ]
+    rows = partial_rows(quality)
+    if rows:
+        parts += [
+            f"## Partial vectors ({default}): nDCG@10 of the default search",
+            "",
+            "Vectors for a share of the documents (a fixed random choice growing with the "
+            "share), the rest keyword-only as right after ingestion; every query of the set.",
+            "",
+            markdown_table(["set", "keyword"] + [f"vectors {f:.0%}" for f in FRACTIONS], rows),
+            "",
+            *(line for o in quality for _, line in partial_verdicts(o)),
+            "",
+        ]
+    return parts
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--docs", type=int, default=FULL_SCALE, help="synthetic documents")
@@ -889,6 +1017,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--cross-language", type=int, default=200, help="XQuAD items of the cross-language check"
+    )
+    parser.add_argument(
+        "--no-vector-cache",
+        dest="vector_cache",
+        action="store_false",
+        help="embed every text anew (default: bench/vector_cache.py keeps vectors on disk; "
+        "the embedding rates reported then time the cache, not the model)",
     )
     return parser.parse_args(argv)
 
@@ -931,7 +1066,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="ldims-retrieval-"))
     verdicts: list[bool] = []
     try:
-        embedders = {model: load_embedder(model) for model in filter(None, args.models.split(","))}
+        embedders: dict[str, Embedder] = {
+            model: load_embedder(model) for model in filter(None, args.models.split(","))
+        }
+        if args.vector_cache:
+            embedders = {model: CachedEmbedder(e) for model, e in embedders.items()}  # type: ignore[misc]
         default = next(iter(embedders), "")
         quality, crossed = [], []
         if not args.skip_quality:
@@ -940,6 +1079,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"{name}: done", flush=True)
             verdicts += [ok for ok, _ in map(quality_verdict, quality)]
             verdicts += [ok for o in quality for ok, _ in semantic_verdicts(o, default)]
+            verdicts += [ok for o in quality for ok, _ in partial_verdicts(o)]
+            checked = [o.calibrated for o in quality if o.calibrated is not None]
+            if checked:
+                verdicts += [ok for ok, _ in calibration_verdicts(merged(checked))]
             if embedders and args.cross_language:
                 crossed = run_cross_language(work, embedders, args.cross_language)
                 verdicts += [

@@ -11,6 +11,7 @@ from indexer.deadline import SearchOverdue
 from indexer.lexicon import LexicalHit, fts_query, qmd_title
 from indexer.model import (
     Chunk,
+    Explanation,
     IndexBusy,
     IndexedDocument,
     QueryOverBudget,
@@ -33,6 +34,7 @@ __all__ = [
     "Batch",
     "Chunk",
     "DocumentIndex",
+    "Explanation",
     "IndexBusy",
     "IndexedDocument",
     "QueryOverBudget",

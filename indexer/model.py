@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any, Literal
 
+from indexer.calibration import DEFAULT_FLOOR
+
 # exact and keyword: Whoosh; dense: the vector store; hybrid: both, fused (indexer.hybrid).
 SearchMode = Literal["exact", "keyword", "dense", "hybrid"]
 Fusion = Literal["scores", "rrf"]
@@ -109,6 +111,30 @@ class SearchRequest:
     # How a reranked document's score is made: the cross-encoder's relevance alone, or qmd's
     # position-aware blend of it with 1 / its rank in the fused list ("position").
     rerank_blend: Literal["relevance", "position"] = "relevance"
+    # Hits whose calibrated score (indexer.calibration) is below this are not results.
+    min_score: float = DEFAULT_FLOOR
+    # Each hit says why it ranks (SearchHit.explanation).
+    explain: bool = False
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """Why a hit ranks: each list's evidence, the model that weighed it and the result."""
+
+    keyword_score: float | None  # BM25F of the best chunk; None: not in the keyword list
+    keyword_rank: int | None  # 1-based, in the keyword list (by BM25F)
+    coverage: float  # idf-weighted share of the query's words the chunk holds
+    dense_cosine: float | None  # the best chunk's cosine; None: no vector (yet)
+    dense_margin: float | None  # the cosine above the query's cosines with ordinary text
+    dense_rank: int | None  # 1-based, in the dense list (by cosine)
+    fused: float  # the fused score that ordered the hits (keyword search: BM25F)
+    fused_rank: int  # 1-based, in that order
+    features: dict[str, float]  # what the calibrated model weighed (indexer.calibration)
+    model: str  # the calibrated model that scored it: keyword, hybrid or dense
+    query_probability: float  # that the documents answer the query at all
+    hit_probability: float  # that this place of the list holds a relevant one, if they do
+    rerank_score: float | None  # the cross-encoder's relevance, when it reordered the hit
+    score: float  # query_probability × hit_probability (relevanceScore)
 
 
 @dataclass(frozen=True)
@@ -118,7 +144,7 @@ class SearchHit:
     document_id: str
     name: str
     title: str | None
-    score: float  # 0..1, relative to the best hit of this search
+    score: float  # 0..1: the estimated probability that the document is relevant
     page: int
     line_start: int
     line_end: int
@@ -132,6 +158,7 @@ class SearchHit:
     # line_end), for callers that cut snippets of their own (the qmd toolset).
     raw_score: float = 0.0
     text: str = ""
+    explanation: Explanation | None = None
 
 
 @dataclass(frozen=True)
@@ -143,3 +170,5 @@ class SearchResults:
     ranked_by: tuple[str, ...] = ()  # the lists that ranked the hits: keyword, exact, dense
     # dense and hybrid: documents in the search's scope that have no vectors (yet).
     without_vectors: int = 0
+    # False: the embedding model has no calibration (ldims calibrate): scores approximate.
+    calibrated: bool = True

@@ -1,5 +1,6 @@
 """Searching the chunk index: query parsing per mode, filters inside the query, results
-collapsed to documents with their best chunk, a bounded highlighted snippet and 0..1 scores.
+collapsed to documents with their best chunk, a bounded highlighted snippet and a calibrated
+score (the probability that the document is relevant: :mod:`indexer.calibration`).
 
 ``keyword``: stemmed BM25F over title and text; terms are OR-ed with a bonus for documents
 that match more of them. ``exact``: every term and quoted phrase must match the unstemmed
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from whoosh.fields import Schema
 from whoosh.searching import Searcher
 
 from indexer.budget import SearchLimits, check_query, check_quoted
+from indexer.calibration import Calibrations
 from indexer.deadline import check
 from indexer.evaluate import Snapshot, best_per_document
 from indexer.model import (
@@ -36,6 +38,7 @@ from indexer.model import (
     SearchResults,
     day_number,
 )
+from indexer.relevance import Candidate, calibrated, coverage, explanation
 from indexer.snippets import snippet
 
 MAX_QUERY_CHARS = 2000
@@ -55,6 +58,8 @@ _NOT_PLAIN = re.compile(
 )
 _SYNTAX = re.compile(r'[()"*?~^:\[\]{}+\-!/\\]|\b(AND|OR|NOT|TO)\b')
 _DEFAULT_LIMITS = SearchLimits()
+# The bundled calibrations, for an index opened without a data folder's own.
+BUNDLED_CALIBRATIONS = Calibrations()
 
 
 @dataclass(frozen=True)
@@ -75,29 +80,73 @@ def run_search(
     request: SearchRequest,
     snapshot: Snapshot,
     limits: SearchLimits = _DEFAULT_LIMITS,
+    calibrations: Calibrations | None = None,
 ) -> SearchResults:
     """Search with ``searcher`` (``snapshot`` is its view of the commit's shared caches); a
-    query over ``limits`` is refused before its postings are read."""
-    ranked = rank_keyword(searcher, request, snapshot, request.offset + request.limit, limits)
+    query over ``limits`` is refused before its postings are read. The best ``candidates``
+    documents by BM25F are ranked by their calibrated score (:mod:`indexer.relevance`)."""
+    calibrations = calibrations or BUNDLED_CALIBRATIONS
+    wanted = request.offset + request.limit
+    ranking = rank_keyword(searcher, request, snapshot, max(request.candidates, wanted), limits)
     exact = request.mode == "exact"
-    hits = []
-    for docnum, score in zip(
-        ranked.docnums[request.offset :], ranked.scores[request.offset :], strict=True
-    ):
-        check()  # reading stored fields and making a snippet is the slow part of a hit
-        relative = round(score / ranked.top, 4) if ranked.top else 0.0
-        hits.append(
-            hit_of(
-                searcher, docnum, relative, ranked.terms, exact, request.snippet_chars, None, score
-            )
+    order = list(keyword_candidates(snapshot, request.tenant, ranking, exact).values())
+    for candidate in order:  # the keyword search's order is BM25F's
+        candidate.fused, candidate.fused_rank = (
+            candidate.keyword_score or 0.0,
+            candidate.keyword_rank or 0,
         )
+    calibrated(order, "keyword", calibrations.keyword(), None, None, request.explain)
+    # As shown (rounded): a hit that says 0.002 passes minScore 0.002.
+    kept = [c for c in order if round(c.probability, 4) >= request.min_score]
+    total = len(kept)
+    if ranking.total > len(ranking.docnums) and any(
+        c.keyword_rank == len(ranking.docnums) for c in kept
+    ):
+        total += ranking.total - len(ranking.docnums)  # see indexer.hybrid: an estimate
+    hits = []
+    for candidate in kept[request.offset : wanted]:
+        check()  # reading stored fields and making a snippet is the slow part of a hit
+        assert candidate.docnum is not None
+        score = round(candidate.probability, 4)
+        hit = hit_of(
+            searcher,
+            candidate.docnum,
+            score,
+            ranking.terms,
+            exact,
+            request.snippet_chars,
+            None,
+            candidate.keyword_score or 0.0,
+        )
+        if request.explain:
+            hit = replace(hit, explanation=explanation(candidate, score))
+        hits.append(hit)
     return SearchResults(
         hits=hits,
-        total=ranked.total,
+        total=total,
         mode=request.mode,
-        fallback=ranked.fallback,
+        fallback=ranking.fallback,
         ranked_by=("exact",) if exact else ("keyword",),
     )
+
+
+def keyword_candidates(
+    snapshot: Snapshot, tenant: str, ranking: KeywordRanking, exact: bool = False
+) -> dict[str, Candidate]:
+    """The documents of a keyword ranking by id, with their BM25F score, rank and coverage."""
+    names = snapshot.store.document_ids
+    ordinals = snapshot.documents()
+    fields = ("exact",) if exact else ("text", "title")
+    covered = coverage(snapshot, tenant, ranking.terms, fields, ranking.docnums)
+    chosen: dict[str, Candidate] = {}
+    for rank, (docnum, score, share) in enumerate(
+        zip(ranking.docnums, ranking.scores, covered.tolist(), strict=True), 1
+    ):
+        document_id = names[ordinals[docnum]]
+        chosen[document_id] = Candidate(
+            document_id, docnum, keyword_score=score, keyword_rank=rank, coverage=share
+        )
+    return chosen
 
 
 def check_keyword_cost(

@@ -60,6 +60,7 @@ from indexer.vector_segments import (
     ann_file,
     build_segment,
     choose_merge,
+    dot,
     files,
     merge,
     open_segment,
@@ -205,6 +206,31 @@ class DenseScope:
         query = unit_query(query, self.dim)
         scored = [score(chosen, query, limit, self.exact_max_rows) for chosen in self.selections]
         return [DenseHit(*hit) for hit in rank(scored, limit)]
+
+    def best_scores(self, query: np.ndarray, document_ids: list[str]) -> dict[str, float]:
+        """The best chunk's cosine with ``query`` of each of ``document_ids`` that has a row
+        in scope (the others are left out)."""
+        query = unit_query(query, self.dim)
+        found: dict[str, float] = {}
+        for chosen in self.selections:
+            segment = chosen.segment
+            codes = {
+                code: name
+                for name in document_ids
+                if (code := segment.code("documents", name)) is not None
+            }
+            if not codes:
+                continue
+            mask = np.isin(chosen.docs, np.fromiter(codes, dtype=chosen.docs.dtype))
+            if not mask.any():
+                continue
+            docs = chosen.docs[mask]
+            scores = dot(segment.vectors, chosen.rows[mask], query)
+            for code, value in zip(docs.tolist(), scores.tolist(), strict=True):
+                name = codes[code]
+                if value > found.get(name, -np.inf):
+                    found[name] = float(value)
+        return found
 
 
 class VectorStore:

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from whoosh import index as whoosh_index
 from whoosh.formats import Positions
 from whoosh.index import TOC, LockError
@@ -39,6 +40,7 @@ from whoosh.writing import SegmentWriter
 
 from indexer.analysis import index_terms
 from indexer.budget import SearchLimits
+from indexer.calibration import Calibrations
 from indexer.deadline import check, deadline_in
 from indexer.hybrid import run_hybrid
 from indexer.lexicon import LexicalHit, Lexicon, qmd_title
@@ -291,11 +293,14 @@ class DocumentIndex:
         merge_policy: MergePolicy | None = None,
         vectors: VectorStore | None = None,
         reranker: Reranker | None = None,
+        calibrations: Calibrations | None = None,
     ) -> None:
         self.root = root
         # The dense vectors of the chunks (dense and hybrid searches), kept by the embed stage.
         self.vectors = vectors
         self.reranker = reranker  # reorders the best of a dense or hybrid search, when set
+        # The calibrated scores' models (the bundled ones, and those `ldims calibrate` fitted).
+        self.calibrations = calibrations or Calibrations()
         # ``folder`` names another folder under ``root`` (a rebuild in progress).
         self.path = root / (folder or f"v{SCHEMA_VERSION}")
         self.lock_timeout = lock_timeout
@@ -421,9 +426,29 @@ class DocumentIndex:
             check()
             if request.mode in ("dense", "hybrid"):
                 return run_hybrid(
-                    snapshot.searcher, request, snapshot, self.limits, self.vectors, self.reranker
+                    snapshot.searcher,
+                    request,
+                    snapshot,
+                    self.limits,
+                    self.vectors,
+                    self.reranker,
+                    self.calibrations,
                 )
-            return run_search(snapshot.searcher, request, snapshot, self.limits)
+            return run_search(snapshot.searcher, request, snapshot, self.limits, self.calibrations)
+
+    def sample_chunks(self, tenant: str, count: int, seed: int = 0) -> list[tuple[str, str]]:
+        """Up to ``count`` live chunks of ``tenant`` chosen at random (``seed``): (document id,
+        text) — what ``ldims calibrate`` makes its pseudo-queries of."""
+        with self._searchers.snapshot(True) as snapshot:
+            alive = np.flatnonzero(snapshot.population(tenant))
+            if not len(alive):
+                return []
+            chosen = np.random.default_rng(seed).choice(alive, min(count, len(alive)), False)
+            found = []
+            for docnum in sorted(int(n) for n in chosen):
+                stored = snapshot.searcher.stored_fields(docnum)
+                found.append((stored["document_id"], stored["text"]))
+            return found
 
     def search_document(
         self,

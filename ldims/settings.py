@@ -429,6 +429,16 @@ class Settings(BaseSettings):
         le=200,
         description="Documents of a semantic search the reranker reorders.",
     )
+    search_min_score: float = Field(
+        # indexer.calibration.DEFAULT_FLOOR (not imported: settings load before the index
+        # package, which is heavy; a test holds the two equal)
+        default=0.002,
+        ge=0,
+        le=1,
+        description="The relevance floor: a search result whose calibrated score (the "
+        "estimated probability that it is relevant) is below this is not a result, nor "
+        "counted in totalMatches; a request's minScore overrides it.",
+    )
     hybrid_candidates: int = Field(
         default=100,
         ge=10,
@@ -871,6 +881,11 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.data_dir / "index"
+
+    @property
+    def calibration_dir(self) -> Path:
+        """Calibrations fitted by ``ldims calibrate`` (looked at before the bundled ones)."""
+        return self.data_dir / "calibration"
 
     @property
     def vectors_dir(self) -> Path:

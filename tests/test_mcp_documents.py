@@ -268,7 +268,7 @@ def test_search_finds_documents_with_every_filter(corpus: Stack, mode: str) -> N
             body = found.structured_content
             assert ids_of(found) == [ids["federal"]]  # never the rival tenant's document
             hit = body["results"][0]
-            assert hit["relevanceScore"] == 1.0 and "**" in hit["matchedContext"]
+            assert hit["relevanceScore"] > 0.5 and "**" in hit["matchedContext"]
             assert 1 <= hit["pageNumber"] <= 15
             assert hit["uri"] == f"ldims://docs/{ids['federal']}/pages/{hit['pageNumber']}"
             assert hit["metadata"]["documentType"] == "regulation"

@@ -53,6 +53,7 @@ SEARCH_OUTPUT = {
         "rankedBy": "keyword BM25F",
         "maxResults": 5,
         "offset": 0,
+        "minScore": 0.002,
         "note": None,
     },
 }
@@ -79,6 +80,38 @@ def _broken_variants(document: dict[str, Any]) -> list[dict[str, Any]]:
     del missing["results"][0]["metadata"]["title"]
     variants.append(missing)
     return variants
+
+
+EXPLAIN = {
+    "keywordScore": 7.1,
+    "keywordRank": 1,
+    "coverage": 1.0,
+    "denseCosine": None,
+    "denseMargin": None,
+    "denseRank": None,
+    "fused": 7.1,
+    "fusedRank": 1,
+    "features": {"best_coverage": 1.0, "keyword_share": 1.0, "log_rank": 0.0},
+    "model": "keyword",
+    "queryProbability": 0.99,
+    "hitProbability": 0.97,
+    "rerankScore": None,
+    "relevanceScore": 0.9603,
+}
+
+
+def test_an_explained_result_agrees_with_the_model_and_a_wrong_one_does_not() -> None:
+    compact = jsonschema.Draft202012Validator(compact_schema(SearchOutput))
+    explained = copy.deepcopy(SEARCH_OUTPUT)
+    explained["results"][0]["explain"] = EXPLAIN  # type: ignore[index]
+    assert compact.is_valid(explained) and _model_accepts(explained)
+    for field, value in (("model", "magic"), ("fusedRank", "1"), ("features", {"a": "b"})):
+        broken = copy.deepcopy(explained)
+        broken["results"][0]["explain"][field] = value  # type: ignore[index]
+        assert not compact.is_valid(broken) and not _model_accepts(broken), field
+    # Not asked for, it is not there at all (not a null on every result).
+    dumped = SearchOutput.model_validate(SEARCH_OUTPUT).model_dump(mode="json")
+    assert "explain" not in dumped["results"][0]
 
 
 def test_compact_search_schema_has_no_references_and_no_nullable_any_of() -> None:

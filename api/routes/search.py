@@ -39,9 +39,12 @@ async def search(
     documentType: str | None = None,  # noqa: N803
     submitter: str | None = None,
     collection: str | None = None,
+    minScore: float | None = None,  # noqa: N803
+    explain: bool = False,
 ) -> SearchOutput:
     """Search the caller's documents: ``maxResults`` 1-500 (lowered to the server's limit),
-    ``offset`` 0-10000, ``searchMode`` exact | semantic (see the MCP tool ``searchDocuments``)."""
+    ``offset`` 0-10000, ``searchMode`` exact | semantic, ``minScore`` 0-1 (default: the
+    server's floor), ``explain`` (see the MCP tool ``searchDocuments``)."""
     filters = search_filters(
         {
             "searchMode": searchMode,
@@ -53,4 +56,6 @@ async def search(
         }
     )
     # The core waits for the caller's turn and runs the search on its own pool.
-    return await documents.search.search(caller, query, maxResults, filters, offset)
+    return await documents.search.search(
+        caller, query, maxResults, filters, offset, minScore, explain
+    )

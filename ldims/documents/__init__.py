@@ -17,11 +17,15 @@ from ldims.documents.intake import (
 )
 from ldims.documents.reading import DocumentPart, DocumentStatusOut, parse_range, status_of
 from ldims.documents.search import (
+    Explain,
+    Explanation,
     MaxResults,
+    MinScore,
     Offset,
     QueryText,
     SearchFilters,
     SearchOutput,
+    explained,
     search_filters,
 )
 from ldims.documents.uris import (
@@ -41,8 +45,11 @@ __all__ = [
     "DocumentPart",
     "DocumentStatusOut",
     "Documents",
+    "Explain",
+    "Explanation",
     "IngestOutcome",
     "MaxResults",
+    "MinScore",
     "Offset",
     "QueryText",
     "SearchFilters",
@@ -50,6 +57,7 @@ __all__ = [
     "WebhookEventIn",
     "content_document_id",
     "document_meta",
+    "explained",
     "extracted_uri",
     "lines_uri",
     "pages_uri",

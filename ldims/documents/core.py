@@ -11,6 +11,7 @@ import functools
 from typing import Any
 
 import indexer
+from indexer.calibration import Calibrations
 from indexer.embedding import Embedder
 from ldims.caller import Caller
 from ldims.catalog import Catalog
@@ -43,6 +44,7 @@ class Documents:
             limits=search_limits(self.settings),
             vectors=vectors,
             reranker=reranker_for(self.settings) if vectors is not None else None,
+            calibrations=Calibrations(self.settings.calibration_dir),
         )
 
     @functools.cached_property

@@ -80,6 +80,24 @@ Offset = Annotated[
     int,
     Field(strict=True, ge=0, le=MAX_OFFSET, description="Results to skip (for the next page)"),
 ]
+MinScore = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=1,
+        description="Leave out results whose relevanceScore (the estimated probability that "
+        "the document is relevant) is below this; default: the server's floor "
+        "(searchMetadata.minScore). 0 lists every candidate.",
+    ),
+]
+Explain = Annotated[
+    bool,
+    Field(
+        strict=True,
+        description="Add to each result why it ranks (each list's score and rank, the model "
+        "that weighed them, the calibrated score).",
+    ),
+]
 SearchModeName = Literal["exact", "semantic"]
 # REST's searchMode also names the lists semantic search fuses, to compare or debug them.
 AnySearchModeName = Literal["exact", "semantic", "keyword", "dense", "hybrid"]
@@ -127,16 +145,62 @@ class ResultMetadata(BaseModel):
     title: str | None
 
 
+class Explanation(BaseModel):
+    """Why a result ranks (``explain``): what each list said of it and how it was weighed."""
+
+    keywordScore: float | None = Field(  # noqa: N815
+        description="BM25F of the best chunk (the searching tenant's statistics); null: no "
+        "query word matched"
+    )
+    keywordRank: int | None = Field(description="Rank in the keyword list (1 = best)")  # noqa: N815
+    coverage: float = Field(
+        description="Share of the query's words (idf-weighted) that the best chunk holds"
+    )
+    denseCosine: float | None = Field(  # noqa: N815
+        description="Cosine of the best chunk's vector with the query's; null: no vector yet"
+    )
+    denseMargin: float | None = Field(  # noqa: N815
+        description="That cosine minus the 90th percentile of the query's cosines with "
+        "ordinary text (the model's background passages)"
+    )
+    denseRank: int | None = Field(description="Rank in the dense list (1 = best)")  # noqa: N815
+    fused: float = Field(description="The score that ordered the results (keyword: BM25F)")
+    fusedRank: int = Field(description="Place in that order (1 = best)")  # noqa: N815
+    features: dict[str, float] = Field(description="What the calibrated models weighed")
+    model: Literal["keyword", "hybrid", "dense"] = Field(
+        description="The calibrated models that weighed the evidence: keyword (also for a "
+        "semantic search with no vectors in scope yet), hybrid or dense"
+    )
+    queryProbability: float = Field(  # noqa: N815
+        description="Estimated probability that the documents answer the query at all"
+    )
+    hitProbability: float = Field(  # noqa: N815
+        description="Estimated probability that this place of the list holds a relevant "
+        "document, when they do"
+    )
+    rerankScore: float | None = Field(  # noqa: N815
+        description="The cross-encoder's relevance when it reordered the result"
+    )
+    relevanceScore: float = Field(description="queryProbability × hitProbability")  # noqa: N815
+
+
 class SearchResult(BaseModel):
     documentId: str  # noqa: N815
     documentName: str  # noqa: N815
-    relevanceScore: float = Field(description="0..1, the best result scores 1")  # noqa: N815
+    relevanceScore: float = Field(  # noqa: N815
+        description="Estimated probability (0..1) that the document is relevant to the query, "
+        "calibrated on judged sets: comparable across queries and modes (0.9: almost surely "
+        "relevant; near the floor: a weak match)"
+    )
     matchedContext: str = Field(description="Excerpt of the best match, terms in **bold**")  # noqa: N815
     pageNumber: int = Field(description="Page of the best match (1-based)")  # noqa: N815
     lineStart: int  # noqa: N815
     lineEnd: int  # noqa: N815
     uri: str = Field(description="Resource to read the page of the match")
     metadata: Annotated[ResultMetadata, compact_field(ResultMetadata)]
+    explain: Annotated[Explanation | None, compact_field(Explanation, nullable=True)] = Field(
+        None, exclude_if=lambda value: value is None, description="Only with explain: true"
+    )
 
 
 class SearchMetadata(BaseModel):
@@ -145,13 +209,16 @@ class SearchMetadata(BaseModel):
     rankedBy: str = Field(description="What actually ranked the results")  # noqa: N815
     maxResults: int = Field(description="Results asked for after the server's cap")  # noqa: N815
     offset: int
+    minScore: float = Field(description="Results scoring below this were left out")  # noqa: N815
     note: str | None = None
 
 
 class SearchOutput(BaseModel):
     isError: Literal[False] = False  # noqa: N815
     results: Annotated[list[SearchResult], compact_field(SearchResult, array=True)]
-    totalMatches: int = Field(description="Documents matching, across all pages of results")  # noqa: N815
+    totalMatches: int = Field(  # noqa: N815
+        description="Documents scoring at least minScore, across all pages of results"
+    )
     searchMetadata: Annotated[SearchMetadata, compact_field(SearchMetadata)]  # noqa: N815
 
 
@@ -194,10 +261,12 @@ class DocumentSearch:
         max_results: int = 5,
         filters: SearchFilters | None = None,
         offset: int = 0,
+        min_score: float | None = None,
+        explain: bool = False,
     ) -> SearchOutput:
         """Validate, wait for the caller's turn, search (quickly on this loop, else on the
         searches' own pool) and answer."""
-        prepared = self.prepare(caller, query, max_results, filters, offset)
+        prepared = self.prepare(caller, query, max_results, filters, offset, min_score, explain)
         now = time.monotonic()
         left = anyio.current_effective_deadline() - anyio.current_time()  # inf: no limit set
         end = now + min(left, self.settings.search_timeout_seconds)
@@ -228,9 +297,11 @@ class DocumentSearch:
         max_results: int = 5,
         filters: SearchFilters | None = None,
         offset: int = 0,
+        min_score: float | None = None,
+        explain: bool = False,
     ) -> SearchOutput:
         """The same search, blocking the calling thread (CLI, guide links, benchmarks)."""
-        prepared = self.prepare(caller, query, max_results, filters, offset)
+        prepared = self.prepare(caller, query, max_results, filters, offset, min_score, explain)
         with self.admission.slot(caller):
             end = time.monotonic() + self.settings.search_timeout_seconds
             return self.present(prepared, self._finish(prepared, end))
@@ -243,20 +314,16 @@ class DocumentSearch:
         limit: int,
         collection: str | None = None,
         match_all: bool = False,
-        fusion: Literal["scores", "rrf"] | None = None,
         rerank_blend: Literal["relevance", "position"] = "relevance",
+        min_score: float | None = None,
+        explain: bool = False,
     ) -> tuple[indexer.SearchResults, list[str]]:
-        """The index's own hits of one mode (raw and relative scores, the chunks' texts) and
-        the notes a search makes, for a toolset that shapes results its own way (qmd): the
-        same checks, tenant filter, bounds and time limit as :meth:`search`, blocking."""
+        """The index's own hits of one mode (calibrated scores, the chunks' texts) and the
+        notes a search makes, for a toolset that shapes results its own way (qmd): the same
+        checks, tenant filter, floor, bounds and time limit as :meth:`search`, blocking."""
         filters = RestSearchFilters(searchMode=mode, collection=collection)
-        prepared = self.prepare(caller, query, limit, filters, 0)
-        prepared.request = replace(
-            prepared.request,
-            match_all=match_all,
-            fusion=fusion or prepared.request.fusion,
-            rerank_blend=rerank_blend,
-        )
+        prepared = self.prepare(caller, query, limit, filters, 0, min_score, explain)
+        prepared.request = replace(prepared.request, match_all=match_all, rerank_blend=rerank_blend)
         with self.admission.slot(caller):
             end = time.monotonic() + self.settings.search_timeout_seconds
             return self._finish(prepared, end), prepared.notes
@@ -287,10 +354,18 @@ class DocumentSearch:
         max_results: int,
         filters: SearchFilters | None,
         offset: int,
+        min_score: float | None = None,
+        explain: bool = False,
     ) -> _Prepared:
         """Check the request (the same rules whichever adapter received it)."""
         _check_int(max_results, "maxResults", 1, MAX_RESULTS_BOUND)
         _check_int(offset, "offset", 0, MAX_OFFSET)
+        if min_score is not None and (
+            type(min_score) not in (int, float) or not 0 <= min_score <= 1
+        ):
+            raise InvalidInput(field="minScore", issue="a number from 0 to 1")
+        if type(explain) is not bool:
+            raise InvalidInput(field="explain", issue="true or false")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput(field="query", issue="Query cannot be empty")
         if len(query) > indexer.MAX_QUERY_CHARS:
@@ -308,14 +383,9 @@ class DocumentSearch:
             mode=_index_mode(filters.searchMode, settings.semantic_enabled),
             limit=limit,
             candidates=settings.hybrid_candidates,
-            fusion=settings.hybrid_fusion,
-            keyword_weight=settings.hybrid_keyword_weight,
-            dense_weight=settings.hybrid_dense_weight,
-            rrf_k=settings.hybrid_rrf_k,
-            feedback_documents=settings.hybrid_feedback_documents,
-            feedback_weight=settings.hybrid_feedback_weight,
-            feedback_share=settings.hybrid_feedback_share,
             rerank_top=settings.rerank_top if settings.reranker_model else 0,
+            min_score=settings.search_min_score if min_score is None else float(min_score),
+            explain=explain,
             offset=offset,
             collection=filters.collection,
             document_type=filters.documentType,
@@ -423,8 +493,18 @@ class DocumentSearch:
             notes.append("the query's syntax was not understood; it ran as plain words")
         if found.without_vectors:
             notes.append(
-                f"{found.without_vectors} document(s) in scope have no vectors yet: "
-                "ranked by their keywords only"
+                f"{found.without_vectors} document(s) in scope have no vectors yet: they are "
+                "scored by their keywords alone, as a keyword search would score them"
+            )
+        if not found.calibrated:
+            notes.append(
+                "the embedding model has no calibration: scores are approximate until "
+                "`ldims calibrate` has fitted one"
+            )
+        if not found.hits and prepared.request.offset == 0:
+            notes.append(
+                f"no document scored at least minScore {prepared.request.min_score:g}"
+                " (a lower minScore lists weaker matches)"
             )
         return SearchOutput(
             results=[_result(hit) for hit in found.hits],
@@ -432,9 +512,10 @@ class DocumentSearch:
             searchMetadata=SearchMetadata(
                 executionTime=f"{time.perf_counter() - prepared.started:.3f}s",
                 searchMode=mode,
-                rankedBy=_ranked_by(found.ranked_by, _FUSIONS[prepared.request.fusion]),
+                rankedBy=_ranked_by(found.ranked_by),
                 maxResults=limit,
                 offset=prepared.request.offset,
+                minScore=prepared.request.min_score,
                 note="; ".join(notes) or None,
             ),
         )
@@ -451,7 +532,6 @@ def _index_mode(mode: str, semantic: bool) -> indexer.SearchMode:
     return "keyword"
 
 
-_FUSIONS = {"scores": "relative score fusion", "rrf": "reciprocal rank fusion"}
 _LISTS = {
     "exact": "exact terms and phrases",
     "keyword": "keyword BM25F",
@@ -460,14 +540,14 @@ _LISTS = {
 }
 
 
-def _ranked_by(lists: tuple[str, ...], fusion: str) -> str:
+def _ranked_by(lists: tuple[str, ...]) -> str:
     """What ranked the hits, for ``searchMetadata.rankedBy``."""
     reranked = "rerank" in lists
     lists = tuple(name for name in lists if name != "rerank")
     if reranked:
-        return _ranked_by(lists, fusion) + "; " + _LISTS["rerank"]
+        return _ranked_by(lists) + "; " + _LISTS["rerank"]
     if len(lists) > 1:
-        return " + ".join(_LISTS[name] for name in lists) + f", fused ({fusion})"
+        return " + ".join(_LISTS[name] for name in lists) + ", fused; calibrated scores"
     if lists:
         return _LISTS[lists[0]]
     return "nothing matched"
@@ -503,8 +583,37 @@ def _check_int(value: object, field: str, low: int, high: int) -> None:
         raise InvalidInput(field=field, issue=f"an integer from {low} to {high}")
 
 
+def explanation_of(why: indexer.Explanation | None) -> Explanation | None:
+    """The index's explanation of a hit in the answers' names."""
+    if why is None:
+        return None
+    return Explanation(
+        keywordScore=why.keyword_score,
+        keywordRank=why.keyword_rank,
+        coverage=why.coverage,
+        denseCosine=why.dense_cosine,
+        denseMargin=why.dense_margin,
+        denseRank=why.dense_rank,
+        fused=why.fused,
+        fusedRank=why.fused_rank,
+        features=why.features,
+        model=why.model,  # type: ignore[arg-type]
+        queryProbability=why.query_probability,
+        hitProbability=why.hit_probability,
+        rerankScore=why.rerank_score,
+        relevanceScore=why.score,
+    )
+
+
+def explained(why: indexer.Explanation | None) -> dict[str, object] | None:
+    """:func:`explanation_of` as plain JSON values (for toolsets that shape their own)."""
+    found = explanation_of(why)
+    return None if found is None else found.model_dump(mode="json")
+
+
 def _result(hit: indexer.SearchHit) -> SearchResult:
     return SearchResult(
+        explain=explanation_of(hit.explanation),
         documentId=public_document_id(hit.document_id),
         documentName=hit.name,
         relevanceScore=hit.score,

@@ -22,7 +22,7 @@ from wcmatch import glob
 from indexer import qmd_title
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus, public_document_id
-from ldims.documents import Documents
+from ldims.documents import Documents, explained
 from ldims.documents.extract_text import (
     Window,
     read_extract,
@@ -90,6 +90,9 @@ class SearchResult:
     context: str | None
     snippet: str
     line: int
+    # explain: why it ranks — vsearch/query: the calibrated evidence (as searchDocuments'),
+    # search: FTS5's BM25 and the rank.
+    explain: dict[str, object] | None = None
 
 
 @dataclass(frozen=True)
@@ -153,23 +156,32 @@ class Qmd:
         query: str,
         mode: Mode = "keyword",
         limit: int = DEFAULT_LIMIT,
-        min_score: float = 0.0,
+        min_score: float | None = None,
         collection: str | None = None,
+        explain: bool = False,
     ) -> list[SearchResult]:
-        """``search`` (keyword), ``vsearch`` (dense) and ``query`` (hybrid): the best
-        documents, each with its best chunk's snippet, scores 0..1 at or over ``min_score``."""
+        """``search`` (keyword: FTS5's BM25 as qmd scores it), ``vsearch`` (dense) and
+        ``query`` (hybrid): the best documents, each with its best chunk's snippet, scores 0..1
+        at or over ``min_score`` — for vsearch and query the calibrated probability of
+        relevance, and by default the server's floor (``LDIMS_SEARCH_MIN_SCORE``)."""
         _check_limit(limit)
-        if not 0.0 <= min_score <= 1.0:
+        if min_score is not None and not 0.0 <= min_score <= 1.0:
             raise InvalidInput("minScore is from 0 to 1.", field="minScore")
         self.library.check_collection(caller, collection)
         if mode == "keyword":
-            return self._bm25(caller, query, limit, min_score, collection)
+            return self._bm25(caller, query, limit, min_score or 0.0, collection, explain)
         if mode == "dense":
             self._check_vectors(caller)
-        # qmd's query: Reciprocal Rank Fusion, and its position-aware blend when reranked.
-        fusion = "rrf" if mode == "hybrid" else None
+        # qmd's query: its position-aware blend when reranked.
         found, _notes = self.documents.search.ranked(
-            caller, query, mode, limit, collection, fusion=fusion, rerank_blend="position"
+            caller,
+            query,
+            mode,
+            limit,
+            collection,
+            rerank_blend="position",
+            min_score=min_score,
+            explain=explain,
         )
         if not found.hits:
             return []
@@ -180,9 +192,7 @@ class Qmd:
             file = files.get(hit.document_id)
             if file is None:
                 continue  # deleted since the index answered
-            score = round(_score(mode, hit.raw_score, hit.score), 2)  # as shown
-            if score < min_score:
-                continue
+            score = round(hit.score, 2)  # as shown
             line, excerpt = snippet(hit.text, hit.line_start, query, SNIPPET_CHARS)
             results.append(
                 SearchResult(
@@ -193,12 +203,19 @@ class Qmd:
                     context=self.library.context_of(contexts, file.collection, file.path),
                     snippet=excerpt,
                     line=line,
+                    explain=explained(hit.explanation),
                 )
             )
         return results
 
     def _bm25(
-        self, caller: Caller, query: str, limit: int, min_score: float, collection: str | None
+        self,
+        caller: Caller,
+        query: str,
+        limit: int,
+        min_score: float,
+        collection: str | None,
+        explain: bool = False,
     ) -> list[SearchResult]:
         """qmd's BM25 search: its FTS5 ranking and scores, snippets from the whole text."""
         try:
@@ -208,11 +225,12 @@ class Qmd:
         files = self._files_by_id(caller, [hit.document_id for hit in found])
         contexts = self.library.contexts(caller)
         results = []
-        for hit in found:
+        for rank, hit in enumerate(found, 1):
             file = files.get(hit.document_id)
             score = round(hit.score, 2)
             if file is None or score < min_score:
                 continue
+            why = {"bm25": round(hit.bm25, 4), "rank": rank, "score": score}
             line, excerpt = snippet(hit.body, hit.line_start, query, SNIPPET_CHARS)
             results.append(
                 SearchResult(
@@ -223,6 +241,7 @@ class Qmd:
                     context=self.library.context_of(contexts, file.collection, file.path),
                     snippet=excerpt,
                     line=line,
+                    explain=why if explain else None,
                 )
             )
         return results
@@ -273,7 +292,12 @@ class Qmd:
         contexts = self.library.contexts(caller)
         limit = self._room(contexts, found)
         part = self._window(
-            caller, found, limit, argument.from_line or 1, from_char, argument.max_lines,
+            caller,
+            found,
+            limit,
+            argument.from_line or 1,
+            from_char,
+            argument.max_lines,
             line_numbers,
         )
         text = part.text + _continuation(found, part, argument.max_lines, line_numbers, limit)
@@ -659,16 +683,6 @@ def _continuation(
 def _check_limit(limit: int) -> None:
     if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
         raise InvalidInput(f"limit is an integer from 1 to {MAX_LIMIT}.", field="limit")
-
-
-def _score(mode: Mode, raw: float, relative: float) -> float:
-    """The 0..1 score a result shows: BM25 as qmd maps it (``|x| / (1 + |x|)``), the cosine
-    for dense, the fused score relative to the best for hybrid."""
-    if mode == "keyword":
-        return abs(raw) / (1 + abs(raw))
-    if mode == "dense":
-        return max(0.0, min(1.0, raw))
-    return relative
 
 
 def _at(collection: str, path: str) -> tuple[object, ...]:

@@ -229,6 +229,31 @@ def migrate() -> None:
 
 
 @cli.command()
+@click.option(
+    "--per-tenant", type=int, default=200, show_default=True, help="Pseudo-queries a tenant."
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed.")
+def calibrate(per_tenant: int, seed: int) -> None:
+    """Fit the relevance scores of the configured embedding model (a remote endpoint, which
+    ships no calibration) on your own documents; the server uses it after a restart."""
+    from tqdm import tqdm
+
+    from ldims.documents.calibrate import calibrate as fit
+    from ldims.errors import InvalidInput
+
+    settings = get_settings()
+    setup_logging(settings.log_level)
+    try:
+        with tqdm(unit="query", desc="calibrate") as bar:
+            fitted = fit(settings, per_tenant, seed, bar.update)
+    except InvalidInput as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"fitted on {fitted.queries} queries ({fitted.rows} candidates): {fitted.path}")
+    for kind, model in fitted.models.items():
+        click.echo(f"  {kind}: {model.as_json()}")
+
+
+@cli.command()
 @click.option("--tenant", default=None, help="Only this tenant (default: all).")
 def status(tenant: str | None) -> None:
     """Print how many documents are in each state."""

@@ -48,8 +48,8 @@ def register(cli: click.Group) -> None:
     cli.add_command(update)
     for name, mode, min_score in (
         ("search", "keyword", 0.0),
-        ("vsearch", "dense", 0.3),
-        ("query", "hybrid", 0.0),
+        ("vsearch", "dense", None),  # None: the server's floor (LDIMS_SEARCH_MIN_SCORE)
+        ("query", "hybrid", None),
     ):
         cli.add_command(_search_command(name, mode, min_score))
     cli.add_command(get)
@@ -242,18 +242,25 @@ def _print_report(report: Any) -> None:
 _SEARCH_HELP = {
     "keyword": "BM25 keyword search (every word must match).",
     "dense": "Semantic (vector) search.",
-    "hybrid": "Keyword and vector lists fused (Reciprocal Rank Fusion), reranked if set.",
+    "hybrid": "Keyword and vector lists fused, scored by the calibrated probability of "
+    "relevance, reranked if set.",
 }
 
 
-def _search_command(name: str, mode: str, default_min: float) -> click.Command:
+def _search_command(name: str, mode: str, default_min: float | None) -> click.Command:
     @click.command(name=name, help=_SEARCH_HELP[mode])
     @click.argument("query", nargs=-1, required=True)
     @click.option(
         "-n", "limit", type=int, default=None, help="Results (default 5; 20 with --json)."
     )
     @click.option("-c", "--collection", default=None, help="Only this collection.")
-    @click.option("--min-score", type=float, default=default_min, show_default=True)
+    @click.option(
+        "--min-score",
+        type=float,
+        default=default_min,
+        help="Minimum score 0-1"
+        + ("" if default_min is not None else " (default: the relevance floor)"),
+    )
     @click.option("--json", "as_json", is_flag=True, help="JSON, as the MCP tool's results.")
     @click.option("--line-numbers", is_flag=True, help="(snippets are always numbered)")
     @TENANT
@@ -261,7 +268,7 @@ def _search_command(name: str, mode: str, default_min: float) -> click.Command:
         query: tuple[str, ...],
         limit: int | None,
         collection: str | None,
-        min_score: float,
+        min_score: float | None,
         as_json: bool,
         line_numbers: bool,
         tenant: str | None,
@@ -272,7 +279,14 @@ def _search_command(name: str, mode: str, default_min: float) -> click.Command:
             results = qmd.search(caller, text, mode, count, min_score, collection)
         if as_json:
             click.echo(
-                json.dumps([dataclasses.asdict(r) for r in results], ensure_ascii=False, indent=2)
+                json.dumps(
+                    [
+                        {k: v for k, v in dataclasses.asdict(r).items() if k != "explain"}
+                        for r in results
+                    ],
+                    ensure_ascii=False,
+                    indent=2,
+                )
             )
             return
         if not results:
@@ -294,9 +308,7 @@ def _search_command(name: str, mode: str, default_min: float) -> click.Command:
 @click.argument("file")
 @click.option("--from", "from_line", type=int, default=None, help="Start at this line.")
 @click.option("-l", "max_lines", type=int, default=None, help="At most this many lines.")
-@click.option(
-    "--from-char", type=int, default=0, help="Start at this character of the first line."
-)
+@click.option("--from-char", type=int, default=0, help="Start at this character of the first line.")
 @click.option("--line-numbers/--no-line-numbers", default=True, show_default=True)
 @TENANT
 def get(

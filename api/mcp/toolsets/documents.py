@@ -32,7 +32,9 @@ from ldims.documents import (
     PAGES_URI,
     DocumentPart,
     DocumentStatusOut,
+    Explain,
     MaxResults,
+    MinScore,
     Offset,
     QueryText,
     SearchFilters,
@@ -55,6 +57,10 @@ SEARCH_DESCRIPTION = (
     "- Get a list of relevant documents before accessing their content\n\n"
     "The tool performs semantic search across document contents and metadata, returning the "
     "most relevant matches.\n"
+    "relevanceScore is the estimated probability that a result is relevant (comparable across "
+    "queries): results below the floor (searchMetadata.minScore) are left out, so an empty "
+    "list means nothing in the documents answers the query. Set explain: true to see why each "
+    "result ranks.\n"
     "Each result includes the document name and ID, which you can use with the "
     "extracted_content resource\nto access the full content. "
     "Each result also gives the page and lines of the best match and the URI to read that page. "
@@ -124,9 +130,11 @@ def register(server: LdimsMCP) -> None:
             SearchFilters | None, compact_field(SearchFilters, nullable=True)
         ] = None,
         offset: Offset = 0,
+        minScore: MinScore = None,  # noqa: N803
+        explain: Explain = False,
     ) -> SearchOutput:
         return await documents.search.search(
-            server.caller(ctx), query, maxResults, filters, offset
+            server.caller(ctx), query, maxResults, filters, offset, minScore, explain
         )
 
     @server.tool(

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field
 from api.mcp.server import LdimsMCP
 from api.mcp.toolset import Toolset
 from ldims.caller import Caller
+from ldims.documents import Explanation
 from ldims.qmd import (
     DEFAULT_LIMIT,
     DEFAULT_MAX_BYTES,
@@ -47,7 +48,25 @@ Collection = Annotated[
     Field(max_length=128, description="Only this collection (an unknown one is an error)"),
 ]
 
+CalibratedMinScore = Annotated[
+    float | None,
+    Field(
+        ge=0,
+        le=1,
+        description="Minimum score 0-1: the estimated probability that a result is relevant "
+        "(default: the server's floor; 0 lists every candidate)",
+    ),
+]
+ExplainFlag = Annotated[bool, Field(description="Say why each result ranks (structured)")]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+class Bm25Explanation(BaseModel):
+    """Why a ``search`` result ranks: FTS5's BM25 as qmd maps it."""
+
+    bm25: float = Field(description="FTS5's bm25() of the best row (lower is better)")
+    rank: int = Field(description="1 = best")
+    score: float = Field(description="|bm25| / (1 + |bm25|), as qmd shows it")
 
 
 class QmdHit(BaseModel):
@@ -58,6 +77,12 @@ class QmdHit(BaseModel):
     context: str | None = Field(description="What the file's folder holds (its contexts)")
     snippet: str = Field(description="The best lines, each 'N: text' with its line number")
     line: int = Field(description="The best line's number in the file")
+    explain: Explanation | Bm25Explanation | None = Field(
+        None,
+        exclude_if=lambda value: value is None,
+        description="Only with explain: true. vsearch/query: each list's evidence, the "
+        "calibrated model and its score (as searchDocuments'); search: FTS5's BM25.",
+    )
 
 
 class QmdSearchOutput(BaseModel):
@@ -88,11 +113,11 @@ Six tools, fastest first:
 
 - **search** — BM25 keyword search (`query`, `limit`=10, `minScore`=0, `collection`). Use it
   for names, exact terms, error messages. Every word must match (prefixes count).
-- **vsearch** — semantic search by meaning (`minScore`=0.3). Use it for questions in your own
-  words, synonyms, or another language than the documents'. An error says when no vectors
-  exist yet.
-- **query** — both lists fused (Reciprocal Rank Fusion), reranked when a reranker is set: the
-  best quality, a little slower. Start here when unsure.
+- **vsearch** — semantic search by meaning. Use it for questions in your own words, synonyms,
+  or another language than the documents'. An error says when no vectors exist yet.
+- **query** — both lists, each result scored by the calibrated probability that it is
+  relevant, reranked when a reranker is set: the best quality, a little slower. Start here
+  when unsure.
 - **get** — one document by the `file` of a result (`collection/path`), its `#docid`, or
   `path:120` (from line 120) / `path:120:40` (40 lines); `fromLine`, `maxLines`,
   `lineNumbers`. A wrong path answers with similar paths. A long document comes in parts:
@@ -103,8 +128,10 @@ Six tools, fastest first:
 
 Strategy: search or query first; read the `snippet` (numbered `N: text` lines) and the
 `context` (what the folder holds); then `get` the file from a little before the result's
-`line`. Scope with `collection` once you know where things are. Scores are 0-1; use
-`minScore` 0.5 to keep confident hits only. Resources: `qmd://collection/path` reads a
+`line`. Scope with `collection` once you know where things are. vsearch and query scores are
+the probability that a result is relevant: weak ones are left out, so no results means the
+documents do not answer; `minScore` 0.5 keeps confident hits only; `explain: true` says why
+each result ranks. Resources: `qmd://collection/path` reads a
 document with line numbers (a long one in parts, as `get`).
 """
 
@@ -118,11 +145,12 @@ def register(server: LdimsMCP) -> None:
         mode: str,
         query: str,
         limit: int,
-        min_score: float,
+        min_score: float | None,
         collection: str | None,
+        explain: bool,
     ) -> CallToolResult:
         results = await server.blocking(
-            qmd.search, server.caller(ctx), query, mode, limit, min_score, collection
+            qmd.search, server.caller(ctx), query, mode, limit, min_score, collection, explain
         )
         return _search_result(results, query)
 
@@ -137,8 +165,9 @@ def register(server: LdimsMCP) -> None:
         limit: Limit = DEFAULT_LIMIT,
         minScore: Annotated[float, Field(ge=0, le=1, description="Minimum score 0-1")] = 0.0,  # noqa: N803
         collection: Collection = None,
+        explain: ExplainFlag = False,
     ) -> SearchAnswer:
-        return await run_search(ctx, "keyword", query, limit, minScore, collection)
+        return await run_search(ctx, "keyword", query, limit, minScore, collection, explain)
 
     @server.tool(
         name="vsearch",
@@ -149,25 +178,28 @@ def register(server: LdimsMCP) -> None:
         query: Query,
         ctx: Context,
         limit: Limit = DEFAULT_LIMIT,
-        minScore: Annotated[float, Field(ge=0, le=1, description="Minimum score 0-1")] = 0.3,  # noqa: N803
+        minScore: CalibratedMinScore = None,  # noqa: N803
         collection: Collection = None,
+        explain: ExplainFlag = False,
     ) -> SearchAnswer:
-        return await run_search(ctx, "dense", query, limit, minScore, collection)
+        return await run_search(ctx, "dense", query, limit, minScore, collection, explain)
 
     @server.tool(
         name="query",
-        description="Highest quality search: BM25 and vectors fused with Reciprocal Rank "
-        "Fusion, reranked (position-aware blend) when a reranker is configured.",
+        description="Highest quality search: BM25 and vectors, each result scored by the "
+        "calibrated probability that it is relevant, reranked (position-aware blend) when a "
+        "reranker is configured.",
         annotations=READ_ONLY,
     )
     async def query(
         query: Query,
         ctx: Context,
         limit: Limit = DEFAULT_LIMIT,
-        minScore: Annotated[float, Field(ge=0, le=1, description="Minimum score 0-1")] = 0.0,  # noqa: N803
+        minScore: CalibratedMinScore = None,  # noqa: N803
         collection: Collection = None,
+        explain: ExplainFlag = False,
     ) -> SearchAnswer:
-        return await run_search(ctx, "hybrid", query, limit, minScore, collection)
+        return await run_search(ctx, "hybrid", query, limit, minScore, collection, explain)
 
     @server.tool(
         name="get",
@@ -309,6 +341,7 @@ def _search_result(results: list[SearchResult], query: str) -> CallToolResult:
                 "context": r.context,
                 "snippet": r.snippet,
                 "line": r.line,
+                **({"explain": r.explain} if r.explain is not None else {}),
             }
             for r in results
         ]
