@@ -24,7 +24,7 @@ from ldims.caller import Caller
 from ldims.catalog import Catalog, repository
 from ldims.documents import SearchFilters
 from ldims.documents.core import Documents
-from ldims.documents.search import RestSearchFilters
+from ldims.documents.search_schema import RestSearchFilters
 from ldims.errors import ServiceUnavailable
 from ldims.settings import Settings
 from runtime import build_services

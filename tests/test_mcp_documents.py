@@ -303,6 +303,17 @@ def test_search_finds_documents_with_every_filter(corpus: Stack, mode: str) -> N
             empty = await search("zebra unicorn")
             assert empty.structured_content["results"] == []
             assert empty.structured_content["totalMatches"] == 0
+            # explain says why; minScore above the hit's score leaves it out, and the count
+            explained = (await search("horizontal stabilizer", explain=True)).structured_content
+            why = explained["results"][0]["explain"]
+            assert why["relevanceScore"] == explained["results"][0]["relevanceScore"]
+            assert why["keywordRank"] == 1 and why["model"] == "keyword" and why["coverage"] > 0
+            assert explained["searchMetadata"]["minScore"] == 0.002
+            plain = (await search("horizontal stabilizer")).structured_content["results"][0]
+            assert "explain" not in plain
+            above = await search("horizontal stabilizer", minScore=1.0)
+            assert above.structured_content["results"] == []
+            assert above.structured_content["totalMatches"] == 0
             # maxResults above the hard limit is capped, and says so
             capped = await search("stabilizer", maxResults=500)
             assert capped.structured_content["searchMetadata"]["maxResults"] == 50
@@ -335,6 +346,9 @@ def test_search_errors_carry_the_seeds_codes(corpus: Stack) -> None:
                     "filters.dateFrom",
                 ),
                 ({"query": "x", "filters": {"color": "red"}}, "filters.color"),
+                ({"query": "x", "minScore": 1.5}, "minScore"),
+                ({"query": "x", "minScore": "high"}, "minScore"),
+                ({"query": "x", "explain": "yes"}, "explain"),
             ):
                 body = await error(arguments)
                 assert body["errorCode"] == "INVALID_INPUT", (arguments, body)

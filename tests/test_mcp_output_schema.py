@@ -13,7 +13,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from ldims.compact_schema import compact_field, compact_schema
 from ldims.documents.reading import DocumentStatusOut
-from ldims.documents.search import SearchFilters, SearchOutput, SearchResult
+from ldims.documents.search_schema import SearchFilters, SearchOutput, SearchResult
 
 
 def _model_accepts(document: dict[str, Any]) -> bool:

@@ -24,6 +24,7 @@ import pytest
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
+from indexer.calibration import DEFAULT_FLOOR
 from ldims.caller import Caller
 from ldims.catalog import repository
 from runtime import build_services
@@ -173,7 +174,8 @@ def test_the_six_tools_the_template_and_the_prompt_with_the_seeds_defaults(
         async with http(added.url, mode=mode) as client:
             tools = {tool.name: tool for tool in (await client.list_tools()).tools}
             assert {"search", "vsearch", "query", "get", "multi_get", "status"} <= set(tools)
-            for name, min_score in (("search", 0), ("vsearch", 0.3), ("query", 0)):
+            # vsearch and query: the calibrated scale, default the server's floor (None).
+            for name, min_score in (("search", 0), ("vsearch", None), ("query", None)):
                 schema = tools[name].input_schema
                 assert schema["required"] == ["query"]
                 assert schema["properties"]["limit"]["default"] == 10
@@ -269,14 +271,20 @@ def test_vsearch_is_an_error_without_vectors_then_finds_by_meaning(env: Env, add
     assert status["hasVectorIndex"] is True and status["needsEmbedding"] == 0
     found = structured(call(added.url, "vsearch", {"query": "giraffes and zebras grazing"}))
     assert found["results"][0]["file"] == "docs/big.md"
-    assert all(h["score"] >= 0.3 for h in found["results"])
+    # Calibrated scores: the default leaves out what falls below the server's floor.
+    assert all(h["score"] >= DEFAULT_FLOOR for h in found["results"])
     loose = structured(
         call(added.url, "vsearch", {"query": "giraffes and zebras grazing", "minScore": 0})
     )
-    assert len(loose["results"]) >= len(found["results"])
-    hybrid = structured(call(added.url, "query", {"query": "kubernetes database migration"}))
-    assert hybrid["results"][0]["file"] == "docs/notes/sub/deep.md"
-    assert hybrid["results"][0]["score"] == 1.0
+    assert len(loose["results"]) > len(found["results"])
+    assert min(h["score"] for h in loose["results"]) < DEFAULT_FLOOR
+    hybrid = call(added.url, "query", {"query": "kubernetes database migration", "explain": True})
+    best = structured(hybrid)["results"][0]
+    assert best["file"] == "docs/notes/sub/deep.md" and best["score"] > 0.5
+    assert best["explain"]["model"] == "hybrid" and best["explain"]["fusedRank"] == 1
+    assert (
+        "explain" not in structured(call(added.url, "query", {"query": "kubernetes"}))["results"][0]
+    )
 
 
 # --- get -----------------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ from ldims.documents.intake import (
     validate_document_id,
 )
 from ldims.documents.reading import DocumentPart, DocumentStatusOut, parse_range, status_of
-from ldims.documents.search import (
+from ldims.documents.search import search_filters
+from ldims.documents.search_schema import (
     Explain,
     Explanation,
     MaxResults,
@@ -26,7 +27,6 @@ from ldims.documents.search import (
     SearchFilters,
     SearchOutput,
     explained,
-    search_filters,
 )
 from ldims.documents.uris import (
     EXTRACTED_URI,

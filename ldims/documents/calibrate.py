@@ -24,6 +24,7 @@ import string
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
@@ -84,8 +85,8 @@ def calibrate(
     rng = random.Random(seed)
     rows: list[dict[str, float | str]] = []
     labels: list[bool] = []
-    asked_of: list[int] = []
-    queries = 0
+    asked_of: list[int] = []  # the search each row is of
+    queries = searches = 0
     try:
         for tenant in tenants if tenants is not None else _tenants(settings):
             asked = [
@@ -95,10 +96,11 @@ def calibrate(
             ]
             asked += [(negative(rng), None) for _ in range(max(1, len(asked) // 2))]
             for query, relevant in asked:
-                found = _explained(index, embedder, tenant, query)
-                rows += [feature_row(hit.explanation) for hit in found]
-                labels += [hit.document_id == relevant for hit in found]
-                asked_of += [queries] * len(found)
+                for found in _explained(index, settings, embedder, tenant, query):
+                    rows += [feature_row(hit.explanation) for hit in found]
+                    labels += [hit.document_id == relevant for hit in found]
+                    asked_of += [searches] * len(found)
+                    searches += 1
                 queries += 1
                 progress(1)
     finally:
@@ -152,27 +154,37 @@ def negative(rng: random.Random) -> str:
 
 
 def _explained(
-    index: indexer.DocumentIndex, embedder: object, tenant: str, query: str
-) -> list[indexer.SearchHit]:
-    request = indexer.SearchRequest(
-        tenant=tenant,
-        query=query,
-        mode="hybrid",
-        limit=_DEPTH,
-        candidates=_DEPTH,
-        vector=embedder.query(query),  # type: ignore[attr-defined]
-        fingerprint=embedder.fingerprint,  # type: ignore[attr-defined]
-        min_score=0.0,
-        explain=True,
-    )
-    try:
-        return index.search(request).hits
-    except indexer.QueryUnprocessable:
-        return []
+    index: indexer.DocumentIndex, settings: Settings, embedder: Any, tenant: str, query: str
+) -> list[list[indexer.SearchHit]]:
+    """The hits of the query's hybrid and dense searches, as the server runs them, with
+    ``explain`` and no floor."""
+    vector = embedder.query(query)
+    found = []
+    for mode in DENSE_KINDS:
+        request = indexer.SearchRequest(
+            tenant=tenant,
+            query=query,
+            mode=mode,  # type: ignore[arg-type]
+            limit=settings.hybrid_candidates,
+            candidates=settings.hybrid_candidates,
+            feedback_documents=settings.hybrid_feedback_documents,
+            feedback_weight=settings.hybrid_feedback_weight,
+            feedback_share=settings.hybrid_feedback_share,
+            vector=vector,
+            fingerprint=embedder.fingerprint,
+            min_score=0.0,
+            explain=True,
+        )
+        try:
+            found.append(index.search(request).hits)
+        except indexer.QueryUnprocessable:
+            continue
+    return found
 
 
 def _tenants(settings: Settings) -> list[str]:
     catalog = Catalog(settings.catalog_url)
+    catalog.upgrade()  # a fresh data folder has no tables yet (as `ldims status`)
     with catalog.session() as session:
         query = (
             select(Document.tenant)

@@ -192,7 +192,7 @@ class Qmd:
             file = files.get(hit.document_id)
             if file is None:
                 continue  # deleted since the index answered
-            score = round(hit.score, 2)  # as shown
+            score = hit.score  # calibrated: 4 decimals, a weak result is not a flat 0
             line, excerpt = snippet(hit.text, hit.line_start, query, SNIPPET_CHARS)
             results.append(
                 SearchResult(
