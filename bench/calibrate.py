@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import pickle
-import random
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -39,7 +38,6 @@ from pathlib import Path
 import numpy as np
 from dense import attach_vectors
 from relevance import (
-    EVAL_SEED,
     SERVER_DEFAULTS,
     WRITTEN,
     XQUAD,
@@ -67,7 +65,6 @@ from indexer.calibration import (
 from indexer.embedding import Embedder, load_embedder
 
 DEPTH = 100  # candidates a list, as the server's default
-CROSS_LANGUAGE = 300  # English questions against each of the Russian and Chinese corpora
 
 
 @dataclass
@@ -115,38 +112,7 @@ def queries_of(name: str) -> list[Query]:
         if name == "cranfield" and item["split"] != "fit":
             continue  # the evaluation's mixed set searches the XQuAD corpora only
         found.append(Query(item["id"], name, language, item["kind"], item["split"], item["text"]))
-    if name in ("xquad-ru", "xquad-zh"):
-        found += cross_language_queries(name)
     return found
-
-
-def cross_language_queries(name: str) -> list[Query]:
-    """``CROSS_LANGUAGE`` English questions (fit only, none of xquad-en's held-out ones)
-    against the Russian or Chinese paragraphs of the same items (XQuAD is parallel): the
-    answerable questions that share no word with their answer, which the same-language sets
-    never show the models (without them a question asked in other words than the
-    document's was taken for an unanswerable one)."""
-    english = load_set("xquad-en")
-    held_out = eval_ids("xquad-en", [qid for qid, _ in english.queries])
-    language = name.split("-")[1]
-    chosen = random.Random(f"{EVAL_SEED}-cross-{language}").sample(
-        [(qid, text) for qid, text in english.queries if qid not in held_out], CROSS_LANGUAGE
-    )
-    return [
-        Query(
-            f"{qid}-{language}",
-            name,
-            "en",
-            "answerable",
-            "fit",
-            text,
-            {
-                doc.replace("xquad-en-", f"{name}-"): gain
-                for doc, gain in english.qrels[qid].items()
-            },
-        )
-        for qid, text in chosen
-    ]
 
 
 def run_query(index: DocumentIndex, query: Query, embedder: Embedder) -> list[Outcome]:

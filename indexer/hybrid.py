@@ -44,6 +44,7 @@ from indexer.search import (
     keyword_candidates,
     rank_keyword,
 )
+from indexer.vector_segments import Scored
 from indexer.vectors import DenseHit, DenseScope, VectorFilter, VectorStore
 
 
@@ -72,21 +73,21 @@ def run_hybrid(
         except QueryUnprocessable as exc:  # nothing for the keyword list: the dense one runs
             unprocessable = exc
     scope = _scope(request, vectors)
-    dense = _dense(scope, request.vector, depth)
+    dense, scored = _dense(scope, request.vector, depth)
     with_vectors = scope.in_scope if scope is not None else 0
     if unprocessable is not None and not dense:
         raise unprocessable  # nothing to search with at all: say why, as keyword search would
     without_vectors = max(0, documents_in_scope(snapshot, request) - with_vectors)
     candidates = _candidates(snapshot, request, keyword, dense)
-    dense_cosines(scope, request.vector, list(candidates.values()))
+    dense_cosines(scope, request.vector, list(candidates.values()), scored)
     order = fuse(request, candidates, dense)
     if request.mode == "hybrid" and request.feedback_documents > 0 and dense:
-        again = with_feedback(request, order, lambda moved: _dense(scope, moved, depth))
+        again = with_feedback(request, order, lambda moved: _dense(scope, moved, depth)[0])
         if again is not None:
             for hit in again:  # a document only the feedback search found
                 if hit.document_id not in candidates:
                     candidates[hit.document_id] = Candidate(hit.document_id, None, dense=hit)
-            dense_cosines(scope, request.vector, list(candidates.values()))
+            dense_cosines(scope, request.vector, list(candidates.values()), scored)
             order = fuse(request, candidates, dense, again)
     model = calibrations.of(request.fingerprint) if request.fingerprint else None
     calibrated(order, request.mode, calibrations.keyword(), model, request.vector, request.explain)
@@ -177,11 +178,13 @@ def _scope(request: SearchRequest, vectors: VectorStore | None) -> DenseScope | 
     return vectors.scope(_vector_filter(request), request.fingerprint)
 
 
-def _dense(scope: DenseScope | None, vector: Any, depth: int) -> list[DenseHit]:
-    """The dense list of ``vector`` in ``scope``, best first."""
+def _dense(
+    scope: DenseScope | None, vector: Any, depth: int
+) -> tuple[list[DenseHit], list[Scored] | None]:
+    """The dense list of ``vector`` in ``scope``, best first, and the rows' scores."""
     if scope is None or vector is None:
-        return []
-    return scope.search(np.asarray(vector, dtype=np.float32), depth)
+        return [], None
+    return scope.search_scored(np.asarray(vector, dtype=np.float32), depth)
 
 
 def _rerank(

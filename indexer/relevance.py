@@ -25,6 +25,7 @@ from indexer.calibration import Calibration, Fallback
 from indexer.evaluate import Snapshot
 from indexer.model import Explanation
 from indexer.scoring import lucene_idf
+from indexer.vector_segments import Scored
 from indexer.vectors import DenseHit, DenseScope
 
 __all__ = ["Candidate", "calibrated", "coverage", "dense_cosines", "explanation"]
@@ -51,6 +52,7 @@ class Candidate:
     hit_probability: float = 0.0
     probability: float = 0.0
     rerank: float | None = None
+    looked_up: bool = False  # its cosine was looked for (None after: no vector in scope)
 
 
 def coverage(
@@ -80,19 +82,25 @@ def coverage(
     return held / total if total > 0 else held
 
 
-def dense_cosines(scope: DenseScope | None, vector: Any, candidates: list[Candidate]) -> None:
-    """The cosine of every candidate of the keyword list that has vectors in scope but was
-    not among the dense list's best (those have theirs)."""
+def dense_cosines(
+    scope: DenseScope | None,
+    vector: Any,
+    candidates: list[Candidate],
+    scored: list[Scored] | None = None,
+) -> None:
+    """The cosine of every candidate that has vectors in scope but was not among the dense
+    list's best (those have theirs); ``scored``: the dense search's scores to read them
+    from."""
     if scope is None or vector is None:
         return
-    missing = [c for c in candidates if c.cosine is None]
+    missing = [c for c in candidates if c.cosine is None and not c.looked_up]
     if not missing:
         return
-    found = scope.best_scores(
-        np.asarray(vector, dtype=np.float32), [c.document_id for c in missing]
-    )
+    query = np.asarray(vector, dtype=np.float32)
+    found = scope.best_scores(query, [c.document_id for c in missing], scored)
     for candidate in missing:
         candidate.cosine = found.get(candidate.document_id)
+        candidate.looked_up = True
 
 
 def calibrated(
@@ -108,25 +116,36 @@ def calibrated(
     if not order:
         return
     size = len(order)
-    with_vector = np.array([c.cosine is not None for c in order])
+    # One pass over the candidates: coverage, fused, keyword score, cosine (NaN: no vector).
+    facts = np.array(
+        [
+            (
+                c.coverage,
+                c.fused,
+                c.keyword_score or 0.0,
+                np.nan if c.cosine is None else c.cosine,
+            )
+            for c in order
+        ],
+        dtype=np.float64,
+    )
+    covered, fused, keyword_scores, cosines = facts.T
+    with_vector = ~np.isnan(cosines)
     dense = mode in ("dense", "hybrid") and bool(with_vector.any())
-    top = order[0].fused
-    best_keyword = max((c.keyword_score or 0.0 for c in order), default=0.0)
+    top, best_keyword = fused[0], keyword_scores.max()
     columns: dict[str, np.ndarray] = {
-        "best_coverage": np.full(size, max(c.coverage for c in order)),
-        "fused_share": np.array([c.fused / top if top > 0 else 0.0 for c in order]),
-        "keyword_share": np.array(
-            [(c.keyword_score or 0.0) / best_keyword if best_keyword > 0 else 0.0 for c in order]
-        ),
+        "best_coverage": np.full(size, covered.max()),
+        "fused_share": fused / top if top > 0 else np.zeros(size),
+        "keyword_share": keyword_scores / best_keyword if best_keyword > 0 else np.zeros(size),
         "log_rank": np.log(np.arange(1, size + 1, dtype=np.float64)),
-        "coverage": np.array([c.coverage for c in order]),
+        "coverage": covered,
     }
-    columns["coverage_gap"] = columns["best_coverage"] - columns["coverage"]
+    columns["coverage_gap"] = columns["best_coverage"] - covered
     kind, chosen = "keyword", keyword
     fitted = (model or _FALLBACK.get()) if dense else None
     if fitted is not None:
         kind, chosen = ("dense" if mode == "dense" else "hybrid"), fitted
-        cosines = np.array([c.cosine if c.cosine is not None else 0.0 for c in order])
+        cosines = np.where(with_vector, cosines, 0.0)
         margin = _dense_margin(model, vector, cosines, with_vector)
         imputed = fitted.models.get(f"{kind}.impute")
         if imputed is not None and not with_vector.all():
@@ -137,19 +156,20 @@ def calibrated(
         columns["dense_margin"] = margin
         columns["best_dense_margin"] = np.full(size, best_margin)
         columns["dense_gap"] = best_margin - margin
-        for candidate, value in zip(order, margin.tolist(), strict=True):
-            if candidate.cosine is not None:
-                candidate.dense_margin = value
     answered, places = chosen.probabilities(kind, columns, size)
-    for candidate, place in zip(order, places.tolist(), strict=True):
-        candidate.query_probability, candidate.hit_probability = answered, place
-        candidate.probability = answered * place
-        candidate.model = kind
+    for candidate, place in zip(order, (answered * places).tolist(), strict=True):
+        candidate.probability = place
     if explain:
+        margins = columns.get("dense_margin")
         names = sorted(columns)
         values = np.column_stack([columns[name] for name in names]).tolist()
-        for candidate, row in zip(order, values, strict=True):
+        for number, (candidate, row) in enumerate(zip(order, values, strict=True)):
             candidate.features = dict(zip(names, row, strict=True))
+            candidate.query_probability = answered
+            candidate.hit_probability = float(places[number])
+            candidate.model = kind
+            if margins is not None and candidate.cosine is not None:
+                candidate.dense_margin = float(margins[number])
 
 
 def _dense_margin(

@@ -54,6 +54,7 @@ import threadpoolctl
 from indexer.vector_segments import (
     INT32,
     NO_DAY,
+    Scored,
     Segment,
     SegmentSize,
     Selection,
@@ -201,18 +202,25 @@ class DenseScope:
     def search(self, query: np.ndarray, limit: int) -> list[DenseHit]:
         """Up to ``limit`` documents by their best chunk's cosine with ``query`` (equal scores
         by document id), each hit with its chunk's vector."""
+        return self.search_scored(query, limit)[0]
+
+    def search_scored(self, query: np.ndarray, limit: int) -> tuple[list[DenseHit], list[Scored]]:
+        """:meth:`search`, and every selected row's score (for :meth:`best_scores`)."""
         if limit < 0:
             raise ValueError("limit must not be negative")
         query = unit_query(query, self.dim)
         scored = [score(chosen, query, limit, self.exact_max_rows) for chosen in self.selections]
-        return [DenseHit(*hit) for hit in rank(scored, limit)]
+        return [DenseHit(*hit) for hit in rank(scored, limit)], scored
 
-    def best_scores(self, query: np.ndarray, document_ids: list[str]) -> dict[str, float]:
+    def best_scores(
+        self, query: np.ndarray, document_ids: list[str], scored: list[Scored] | None = None
+    ) -> dict[str, float]:
         """The best chunk's cosine with ``query`` of each of ``document_ids`` that has a row
-        in scope (the others are left out)."""
+        in scope (the others are left out); ``scored``: the rows :meth:`search_scored`
+        scored with the same query, read instead of scoring again where it scored them all."""
         query = unit_query(query, self.dim)
         found: dict[str, float] = {}
-        for chosen in self.selections:
+        for number, chosen in enumerate(self.selections):
             segment = chosen.segment
             codes = {
                 code: name
@@ -221,12 +229,19 @@ class DenseScope:
             }
             if not codes:
                 continue
+            done = scored[number] if scored is not None else None
+            if done is not None and done.rows.size == chosen.rows.size:  # every row scored
+                for code, name in codes.items():
+                    value = float(done.best[code])
+                    if value > -np.inf:
+                        found[name] = max(found.get(name, -np.inf), value)
+                continue
             mask = np.isin(chosen.docs, np.fromiter(codes, dtype=chosen.docs.dtype))
             if not mask.any():
                 continue
             docs = chosen.docs[mask]
-            scores = dot(segment.vectors, chosen.rows[mask], query)
-            for code, value in zip(docs.tolist(), scores.tolist(), strict=True):
+            values = dot(segment.vectors, chosen.rows[mask], query)
+            for code, value in zip(docs.tolist(), values.tolist(), strict=True):
                 name = codes[code]
                 if value > found.get(name, -np.inf):
                     found[name] = float(value)

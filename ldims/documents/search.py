@@ -350,7 +350,7 @@ class DocumentSearch:
             searchMetadata=SearchMetadata(
                 executionTime=f"{time.perf_counter() - prepared.started:.3f}s",
                 searchMode=mode,
-                rankedBy=_ranked_by(found.ranked_by),
+                rankedBy=_ranked_by(found.ranked_by, prepared.request.fusion),
                 maxResults=limit,
                 offset=prepared.request.offset,
                 minScore=prepared.request.min_score,
@@ -378,14 +378,18 @@ _LISTS = {
 }
 
 
-def _ranked_by(lists: tuple[str, ...]) -> str:
-    """What ranked the hits, for ``searchMetadata.rankedBy``."""
+_FUSIONS = {"scores": "relative score fusion", "rrf": "reciprocal rank fusion"}
+
+
+def _ranked_by(lists: tuple[str, ...], fusion: str) -> str:
+    """What ranked the hits, for ``searchMetadata.rankedBy`` (the scores are calibrated
+    whatever ranked them)."""
     reranked = "rerank" in lists
     lists = tuple(name for name in lists if name != "rerank")
     if reranked:
-        return _ranked_by(lists) + "; " + _LISTS["rerank"]
+        return _ranked_by(lists, fusion) + "; " + _LISTS["rerank"]
     if len(lists) > 1:
-        return " + ".join(_LISTS[name] for name in lists) + ", fused; calibrated scores"
+        return " + ".join(_LISTS[name] for name in lists) + f", fused ({_FUSIONS[fusion]})"
     if lists:
         return _LISTS[lists[0]]
     return "nothing matched"
