@@ -58,6 +58,7 @@ from indexer.calibration import (
     Calibration,
     Calibrations,
     Logistic,
+    background_languages,
     background_passages,
     feature_row,
     fit_models,
@@ -155,7 +156,9 @@ def gather(model: str, sets: Sequence[str]) -> tuple[list[Outcome], np.ndarray]:
         if was == _inputs_stamp(sets):
             return outcomes, background
     background = embedder.passages(background_passages())
-    provisional = Calibration(embedder.fingerprint, {}, background, "provisional")
+    provisional = Calibration(
+        embedder.fingerprint, {}, background, "provisional", background_languages()
+    )
     outcomes = []
     with tempfile.TemporaryDirectory() as folder:
         # Features need the background (dense_z) before any model is fitted.
@@ -176,7 +179,9 @@ class _Provisional(Calibrations):
     def __init__(self, model: Calibration) -> None:
         super().__init__()
         flat = {kind: Logistic(0.0, (0.0,) * len(names), names) for kind, names in FEATURES.items()}  # noqa: E501
-        self.model = Calibration(model.fingerprint, flat, model.background, "provisional")
+        self.model = Calibration(
+            model.fingerprint, flat, model.background, "provisional", model.languages
+        )
 
     def keyword(self) -> Calibration:
         return self.model
@@ -194,9 +199,10 @@ def collect_with(
     try:
         documents = [ir_document(doc_id, title, text) for doc_id, title, text in ir.docs]
         attach_vectors(index, documents, embedder, work / f"{name}-vectors")
-        return [o for query in queries_of(name) for o in run_query(index, query, embedder)]
+        found = [o for query in queries_of(name) for o in run_query(index, query, embedder)]
     finally:
         index.close()
+    return found
 
 
 def _inputs_stamp(sets: Sequence[str]) -> tuple[object, ...]:
@@ -303,6 +309,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             {k: m for k, m in models.items() if not k.startswith("keyword.")},
             background,
             source,
+            background_languages(),
         ).save(BUNDLED / f"{model}.json")
         if not keyword_written:  # the keyword model does not depend on the embedding model
             keyword = {k: m for k, m in models.items() if k.startswith("keyword.")}

@@ -11,9 +11,12 @@ targets at every weight tried, where the score margins lifted hybrid over both l
 it would lose the dense list's half of the sum to any document that has vectors, however
 unrelated — while vectors are pending, hybrid search fell far below the keyword search
 (issue 34). So its missing dense share is *imputed* as its keyword share: what the dense list
-would most likely say of a document the keyword list ranks there. With no vectors at all the
-order is the keyword search's; with all of them it is plain fusion; in between, the ranking
-measured never below the keyword search's (``bench/retrieval.py``, partial vectors).
+would most likely say of a document the keyword list ranks there. And the dense lists weigh
+as much as the share of the documents in scope that have vectors: a dense list of a quarter
+of the documents ranks only among those, and its min-max shares say more than it knows (with
+the imputation alone, a quarter of the vectors ranked a little below keyword search on three
+sets). With no vectors at all the order is the keyword search's; with all of them it is plain
+fusion; in between it moves from one to the other (``bench/retrieval.py``, partial vectors).
 
 **Vector feedback** (``feedback_documents``, ``feedback_weight``, ``feedback_share``): the
 query's vector is moved towards the mean vector of the best fused documents (Rocchio:
@@ -41,9 +44,11 @@ def fuse(
     candidates: dict[str, Candidate],
     dense: list[DenseHit],
     again: list[DenseHit] | None = None,
+    covered: float = 1.0,
 ) -> list[Candidate]:
     """``candidates`` (both lists' documents, by id) in fused order, each with its ``fused``
-    score and ``fused_rank``; ``again``: the feedback search's dense list."""
+    score and ``fused_rank``; ``again``: the feedback search's dense list; ``covered``: the
+    share of the documents in scope that have vectors (the dense lists weigh that much)."""
     if request.mode == "dense":
         lists = [(1.0, [(hit.document_id, hit.score) for hit in dense])]
     else:
@@ -58,7 +63,7 @@ def fuse(
         for weight, found in ((1 - share, dense), (share, again or [])):
             if weight:
                 listed = [(hit.document_id, hit.score) for hit in found]
-                lists.append((request.dense_weight * weight, listed))
+                lists.append((request.dense_weight * covered * weight, listed))
     scores: dict[str, float] = dict.fromkeys(candidates, 0.0)
     keyword_shares: dict[str, float] = {}
     for number, (weight, listed) in enumerate(lists):
@@ -69,7 +74,7 @@ def fuse(
             scores[document_id] += weight * value
     if dense and request.mode != "dense":
         # A document without vectors: its dense shares as its keyword share (see the module).
-        dense_weight = request.dense_weight
+        dense_weight = request.dense_weight * covered
         for document_id, candidate in candidates.items():
             if candidate.cosine is None:
                 scores[document_id] += dense_weight * keyword_shares.get(document_id, 0.0)

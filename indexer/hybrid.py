@@ -77,10 +77,12 @@ def run_hybrid(
     with_vectors = scope.in_scope if scope is not None else 0
     if unprocessable is not None and not dense:
         raise unprocessable  # nothing to search with at all: say why, as keyword search would
-    without_vectors = max(0, documents_in_scope(snapshot, request) - with_vectors)
+    in_scope = documents_in_scope(snapshot, request)
+    without_vectors = max(0, in_scope - with_vectors)
+    covered = min(1.0, with_vectors / in_scope) if in_scope else 1.0
     candidates = _candidates(snapshot, request, keyword, dense)
     dense_cosines(scope, request.vector, list(candidates.values()), scored)
-    order = fuse(request, candidates, dense)
+    order = fuse(request, candidates, dense, covered=covered)
     if request.mode == "hybrid" and request.feedback_documents > 0 and dense:
         again = with_feedback(request, order, lambda moved: _dense(scope, moved, depth)[0])
         if again is not None:
@@ -88,9 +90,11 @@ def run_hybrid(
                 if hit.document_id not in candidates:
                     candidates[hit.document_id] = Candidate(hit.document_id, None, dense=hit)
             dense_cosines(scope, request.vector, list(candidates.values()), scored)
-            order = fuse(request, candidates, dense, again)
+            order = fuse(request, candidates, dense, again, covered)
     model = calibrations.of(request.fingerprint) if request.fingerprint else None
     calibrated(order, request.mode, calibrations.keyword(), model, request.vector, request.explain)
+    if without_vectors:  # a document without vectors may score above the fusion's place
+        order.sort(key=lambda candidate: -candidate.probability)
     ranked_by = tuple(
         name
         for name, found in (("keyword", keyword and keyword.docnums), ("dense", dense))

