@@ -43,6 +43,7 @@ from indexer.search import (
     hit_of,
     keyword_candidates,
     rank_keyword,
+    run_search,
 )
 from indexer.vector_segments import Scored
 from indexer.vectors import DenseHit, DenseScope, VectorFilter, VectorStore
@@ -59,6 +60,14 @@ def run_hybrid(
 ) -> SearchResults:
     """A ``dense`` or ``hybrid`` search of ``request`` (whose ``vector`` is the query's)."""
     calibrations = calibrations or BUNDLED_CALIBRATIONS
+    scope = _scope(request, vectors)
+    if request.mode == "hybrid" and (scope is None or not scope.in_scope):
+        # No vector in scope: the keyword search, its order and its scores exactly.
+        found = run_search(
+            searcher, replace(request, mode="keyword"), snapshot, limits, calibrations
+        )
+        missing = documents_in_scope(snapshot, request) if request.vector is not None else 0
+        return replace(found, mode="hybrid", without_vectors=missing)
     wanted = request.offset + request.limit
     depth = max(request.candidates, wanted)
     keyword: KeywordRanking | None = None
@@ -72,14 +81,13 @@ def run_hybrid(
             raise
         except QueryUnprocessable as exc:  # nothing for the keyword list: the dense one runs
             unprocessable = exc
-    scope = _scope(request, vectors)
     dense, scored = _dense(scope, request.vector, depth)
     with_vectors = scope.in_scope if scope is not None else 0
     if unprocessable is not None and not dense:
         raise unprocessable  # nothing to search with at all: say why, as keyword search would
     in_scope = documents_in_scope(snapshot, request)
     without_vectors = max(0, in_scope - with_vectors)
-    covered = min(1.0, with_vectors / in_scope) if in_scope else 1.0
+    covered = min(1.0, with_vectors / in_scope) ** 1.5 if in_scope else 1.0
     candidates = _candidates(snapshot, request, keyword, dense)
     dense_cosines(scope, request.vector, list(candidates.values()), scored)
     order = fuse(request, candidates, dense, covered=covered)
@@ -93,8 +101,6 @@ def run_hybrid(
             order = fuse(request, candidates, dense, again, covered)
     model = calibrations.of(request.fingerprint) if request.fingerprint else None
     calibrated(order, request.mode, calibrations.keyword(), model, request.vector, request.explain)
-    if without_vectors:  # a document without vectors may score above the fusion's place
-        order.sort(key=lambda candidate: -candidate.probability)
     ranked_by = tuple(
         name
         for name, found in (("keyword", keyword and keyword.docnums), ("dense", dense))

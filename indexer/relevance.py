@@ -162,9 +162,9 @@ def calibrated(
     if kind == "hybrid" and not with_vector.all():
         # A document without vectors yet scores at least what the keyword search would
         # give it: its missing vectors are not evidence against it.
-        scores = np.where(
-            with_vector, scores, np.maximum(scores, _as_keyword(keyword, order, columns))
-        )
+        as_keyword = _as_keyword(keyword, order, columns)
+        scores = np.where(with_vector, scores, np.maximum(scores, as_keyword))
+        # The order stays the fusion's: ordering by these scores measured worse.
     for candidate, place in zip(order, scores.tolist(), strict=True):
         candidate.probability = place
     if explain:
