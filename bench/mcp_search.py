@@ -1261,7 +1261,7 @@ def report(
     baseline: Baseline,
     queries: Queries,
 ) -> str:
-    echo, search, sse, distinct, cached = load.phases
+    echo, search, sse, distinct, cached, explained = load.phases
     parts = [
         "# MCP search benchmark",
         "",
@@ -1269,7 +1269,9 @@ def report(
         "",
         f"Ratios to `echo`'s throughput ({echo.rate:.1f} calls/s): {search.name} "
         f"**{rate_ratio(search, echo):.0%}**, {distinct.name} {rate_ratio(distinct, echo):.0%}, "
-        f"{cached.name} **{rate_ratio(cached, echo):.0%}**. {ceiling_line(load.phases)}",
+        f"{cached.name} **{rate_ratio(cached, echo):.0%}**, {explained.name} "
+        f"{rate_ratio(explained, echo):.0%} ({rate_ratio(explained, cached):.0%} of the same "
+        f"calls' without explain). {ceiling_line(load.phases)}",
         "",
         sse_line(search, sse),
         "",

@@ -53,6 +53,7 @@ class Candidate:
     probability: float = 0.0
     rerank: float | None = None
     looked_up: bool = False  # its cosine was looked for (None after: no vector in scope)
+    seen: tuple[Any, int] | None = None  # explain: what the models saw, and its row
 
 
 def coverage(
@@ -167,17 +168,11 @@ def calibrated(
         # The order stays the fusion's: ordering by these scores measured worse.
     for candidate, place in zip(order, scores.tolist(), strict=True):
         candidate.probability = place
-    if explain:
+    if explain:  # what explanation() reads, for the few hits shown (read then, not now)
         margins = columns.get("dense_margin")
-        names = sorted(columns)
-        values = np.column_stack([columns[name] for name in names]).tolist()
-        for number, (candidate, row) in enumerate(zip(order, values, strict=True)):
-            candidate.features = dict(zip(names, row, strict=True))
-            candidate.query_probability = answered
-            candidate.hit_probability = float(places[number])
-            candidate.model = kind
-            if margins is not None and candidate.cosine is not None:
-                candidate.dense_margin = float(margins[number])
+        seen = _Seen(columns, places, answered, kind, margins)
+        for number, candidate in enumerate(order):
+            candidate.seen = (seen, number)
 
 
 def _as_keyword(
@@ -214,8 +209,27 @@ def _dense_margin(
     return cosines - float(np.median(cosines[with_vector]))
 
 
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the models saw of one search's candidates (``explain``)."""
+
+    columns: dict[str, np.ndarray]
+    places: np.ndarray
+    answered: float
+    kind: str
+    margins: np.ndarray | None
+
+
 def explanation(candidate: Candidate, score: float) -> Explanation:
     """Why ``candidate`` ranks where it does (``explain: true``)."""
+    if candidate.seen is not None:
+        seen, number = candidate.seen
+        candidate.features = {name: float(v[number]) for name, v in sorted(seen.columns.items())}
+        candidate.query_probability = seen.answered
+        candidate.hit_probability = float(seen.places[number])
+        candidate.model = seen.kind
+        if seen.margins is not None and candidate.cosine is not None:
+            candidate.dense_margin = float(seen.margins[number])
     return Explanation(
         keyword_score=_rounded(candidate.keyword_score),
         keyword_rank=candidate.keyword_rank,
