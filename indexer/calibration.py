@@ -34,6 +34,7 @@ the user's own documents into the data folder, which is looked at first.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -92,8 +93,6 @@ FEATURES: dict[str, tuple[str, ...]] = {
 }
 # The background cosine a document's must stand above: the query's 90th percentile.
 BACKGROUND_QUANTILE = 0.9
-# Background-language centroids by calibration (a calibration lives as long as the process).
-_CENTROIDS: dict[int, tuple[list[str], np.ndarray]] = {}
 
 
 @dataclass(frozen=True)
@@ -168,7 +167,7 @@ class Calibration:
         margins = np.asarray(cosines, dtype=np.float64) - float(
             np.quantile(against, BACKGROUND_QUANTILE)
         )
-        centroids = self._centroids()
+        centroids = self._centroids
         if centroids is None or not any(v is not None for v in vectors):
             return margins
         names, matrix = centroids
@@ -185,18 +184,16 @@ class Calibration:
                 margins[number] += own - float(levels[language])
         return margins
 
+    @functools.cached_property
     def _centroids(self) -> tuple[list[str], np.ndarray] | None:
         """Each background language's mean vector (normalised), computed once."""
         if not self.languages or self.background is None:
             return None
-        found = _CENTROIDS.get(id(self))
-        if found is None:
-            names = sorted(set(self.languages))
-            picks = np.asarray(self.languages)
-            rows = [self.background[picks == name].mean(axis=0) for name in names]
-            matrix = np.vstack([row / np.linalg.norm(row) for row in rows]).astype(np.float32)
-            found = _CENTROIDS[id(self)] = (names, matrix)
-        return found
+        names = sorted(set(self.languages))
+        picks = np.asarray(self.languages)
+        rows = [self.background[picks == name].mean(axis=0) for name in names]
+        matrix = np.vstack([row / np.linalg.norm(row) for row in rows]).astype(np.float32)
+        return names, matrix
 
     def as_json(self) -> dict[str, object]:
         data: dict[str, object] = {

@@ -43,13 +43,8 @@ class Candidate:
     coverage: float = 0.0
     cosine: float | None = None  # None: the document has no vector in scope
     dense_rank: int | None = None
-    dense_margin: float | None = None
     fused: float = 0.0
     fused_rank: int = 0
-    features: dict[str, float] | None = None
-    model: str = "keyword"
-    query_probability: float = 0.0
-    hit_probability: float = 0.0
     probability: float = 0.0
     rerank: float | None = None
     looked_up: bool = False  # its cosine was looked for (None after: no vector in scope)
@@ -222,27 +217,24 @@ class _Seen:
 
 def explanation(candidate: Candidate, score: float) -> Explanation:
     """Why ``candidate`` ranks where it does (``explain: true``)."""
-    if candidate.seen is not None:
-        seen, number = candidate.seen
-        candidate.features = {name: float(v[number]) for name, v in sorted(seen.columns.items())}
-        candidate.query_probability = seen.answered
-        candidate.hit_probability = float(seen.places[number])
-        candidate.model = seen.kind
-        if seen.margins is not None and candidate.cosine is not None:
-            candidate.dense_margin = float(seen.margins[number])
+    assert candidate.seen is not None, "calibrated() ran without explain"
+    seen, number = candidate.seen
+    margin = None
+    if seen.margins is not None and candidate.cosine is not None:
+        margin = float(seen.margins[number])
     return Explanation(
         keyword_score=_rounded(candidate.keyword_score),
         keyword_rank=candidate.keyword_rank,
         coverage=round(candidate.coverage, 4),
         dense_cosine=_rounded(candidate.cosine),
-        dense_margin=_rounded(candidate.dense_margin),
+        dense_margin=_rounded(margin),
         fused=round(candidate.fused, 4),
         fused_rank=candidate.fused_rank,
-        features={k: round(v, 4) for k, v in (candidate.features or {}).items()},
+        features={name: round(float(v[number]), 4) for name, v in sorted(seen.columns.items())},
         dense_rank=candidate.dense_rank,
-        model=candidate.model,
-        query_probability=round(candidate.query_probability, 4),
-        hit_probability=round(candidate.hit_probability, 4),
+        model=seen.kind,
+        query_probability=round(seen.answered, 4),
+        hit_probability=round(float(seen.places[number]), 4),
         rerank_score=_rounded(candidate.rerank),
         score=score,
     )
