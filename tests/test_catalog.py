@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,18 +19,6 @@ from ldims.catalog import (
     utcnow,
 )
 from ldims.catalog.database import _alembic_config
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]:
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-    catalog = Catalog(url)
-    catalog.upgrade()
-    yield catalog
-    catalog.dispose()
 
 
 def add(
@@ -65,12 +52,20 @@ def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> No
     assert {"api_keys", "audit_records"} <= tables
     with catalog.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0007"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0008"
         )
     columns = {column["name"] for column in inspect(catalog.engine).get_columns("documents")}
     assert {"chunk_count", "vectors_sha256", "vectors_model"} <= columns
     assert {"source_path", "source_mtime_ns"} <= columns
     assert {"ocr_pages", "ocr_confidence", "ocr_sha256"} <= columns
+    assert {
+        "vectors_error",
+        "vectors_done",
+        "vectors_attempts",
+        "vectors_suspect_end",
+        "vectors_lease_owner",
+        "vectors_lease_until",
+    } <= columns
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])

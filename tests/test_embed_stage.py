@@ -301,7 +301,7 @@ def test_a_fresh_upload_is_found_only_once_in_the_results(semantic_stack: Any) -
         time.sleep(0.02)
     took = time.monotonic() - started
     assert seen[-1] == [new_id] and all(found == [] for found in seen[:-1]), seen
-    # Upload to searchable is ~0.3 s on an idle machine (the README's ingest benchmark);
+    # Upload to searchable is ~0.3 s on an idle machine (docs/benchmarks.md, ingest);
     # a loaded test machine gets some room.
     assert took < 3.0, took
     body = stack.client.get("/api/search", params={"query": "quorvalith", "explain": "true"})

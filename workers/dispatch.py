@@ -12,9 +12,11 @@ import logging
 
 import redis
 from kombu.exceptions import OperationalError
+from sqlalchemy.orm import Session
 
 from ldims.errors import ServiceUnavailable
 from ldims.settings import Settings
+from workers.backlog import EmbedBacklog, EmbedRates, embedding_backlog
 from workers.celery_app import make_celery
 
 log = logging.getLogger(__name__)
@@ -26,6 +28,7 @@ class Dispatcher:
         self._redis = redis.Redis.from_url(
             settings.effective_redis_url, socket_timeout=1, socket_connect_timeout=1
         )
+        self.rates = EmbedRates.of(settings, self._redis)
 
     def ping(self) -> None:
         """Raise ``ServiceUnavailable`` unless the broker answers now."""
@@ -58,18 +61,21 @@ class Dispatcher:
     def fetch(self, document_id: str, url: str) -> None:
         self._send("ldims.fetch", document_id, url)
 
-    def embed(self, jobs: list[tuple[str, str]], force: bool = False) -> None:
-        """One embed message for many ``(document_id, sha256)``."""
-        (document_id, sha256), *more = jobs
+    def nudge_embed(self) -> None:
+        """Wake the embed stage: it takes what the catalog says needs vectors (under the embed
+        workers' own time limits, not this process's)."""
         try:
-            self.app.send_task(
-                "ldims.embed",
-                args=(document_id, sha256, [list(job) for job in more] or None),
-                kwargs={"force": force},
-            )
+            self.app.send_task("ldims.embed", time_limit=None, soft_time_limit=None)
         except (OperationalError, redis.RedisError, OSError) as exc:
             log.warning("broker refused ldims.embed: %s", type(exc).__name__)
             raise ServiceUnavailable(component="broker") from exc
+
+    def embedding_backlog(
+        self, session: Session, fingerprint: str, tenant: str | None
+    ) -> EmbedBacklog:
+        """The embedding backlog of ``tenant`` (None: every tenant's), with the recent rate
+        the embed tasks recorded in Redis."""
+        return embedding_backlog(session, fingerprint, self.rates, tenant)
 
     def delete_from_index(self, document_ids: list[str]) -> None:
         self._send("ldims.delete_from_index", document_ids)

@@ -1,97 +1,124 @@
-"""The embed stage: the vectors of indexed documents' chunks, written in batches.
+"""The embed stage: the vectors of completed documents' chunks, in bounded batches that are
+fair between tenants and cannot jam.
 
-A document is ``completed`` (and keyword-searchable) once indexed; its vectors follow here, on
-their own queue and worker. The catalog records, per document, the version and model whose
-vectors are stored (``vectors_sha256``, ``vectors_model``): a document whose record differs
-from its version or from the configured model still needs embedding (``status`` counts it).
+A document is ``completed`` (and keyword-searchable) once indexed; its vectors follow here.
+The catalog is the work list: a document whose recorded vectors (``vectors_sha256``,
+``vectors_model``) are not of its version and the configured model needs embedding. An embed
+task (woken by a nudge on the ``embed`` queue, see ``workers.tasks.embed_task``):
 
-A batch embeds first (the slow part, no lock held), then writes every document's rows in one
-vector-store commit, then records them. A document deleted or replaced between its check and
-that record has its rows removed again: a delete's own removal (``delete_vectors``, run by
-the delete task) covers the other order, so no stale vector outlives either.
+1. picks its work from the catalog, round-robin between tenants and their documents, in
+   slices (:mod:`workers.embed_plan`), and claims it with a lease it renews while it works
+   (:mod:`ldims.catalog.vector_work`) — two tasks never embed one document at once;
+2. embeds the slices in model calls of at most ``LDIMS_EMBED_BATCH_MAX_TOKENS`` tokens,
+   starting none after ``LDIMS_EMBED_BATCH_MAX_SECONDS`` (far inside the task's time limit); a
+   call that fails is split down to the chunk it fails on, which is given up with its reason
+   while the others get their vectors (:mod:`workers.embed_calls`);
+3. keeps what it made: a document whose every chunk is done has its vectors written to the
+   store (all such documents in one commit) and recorded — ``vectors_error`` naming the chunks
+   given up, if any; a document not finished keeps its finished slices in its scratch folder
+   (:mod:`workers.embed_scratch`) and its progress in the catalog, for the next task.
+
+A model call that does not end — its worker killed, the call past the task's time limit —
+leaves its end in the catalog; the document is then retried alone, halving the range that
+holds the chunk at fault, and that chunk is given up after ``LDIMS_EMBED_MAX_ATTEMPTS`` tries
+alone: never the same batch again, never retried for ever. No document fails for want of
+vectors: it stays completed and keyword-searchable.
+
+A document deleted or replaced between its check and its record has its rows removed again:
+a delete's own removal (``delete_vectors``, run by the delete task) covers the other order, so
+no stale vector outlives either.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import numpy as np
 
-from indexer import Chunk, IndexedDocument, day_number
-from indexer.embedding import Embedder, EmbedderUnavailable
-from indexer.vectors import NO_DAY, VectorRow, VectorStore, VectorStoreBusy
-from ldims.catalog import DocumentStatus, repository
+from indexer import IndexedDocument
+from indexer.embedding import Embedder
+from indexer.vectors import VectorRow
+from ldims.catalog import DocumentStatus, repository, utcnow, vector_work
+from ldims.catalog.vector_work import Candidate
 from ldims.errors import ProcessingError, TransientError
-from workers.pipeline import IndexJob, Runtime, indexed_document
+from workers import embed_scratch
+from workers.embed_plan import Plan, Rotation, Segment, plan
+from workers.embed_run import EmbedRun, Outcome, delete_vectors, passage, rows
+from workers.pipeline import IndexJob, Runtime
+
+__all__ = [
+    "Outcome",
+    "delete_vectors",
+    "embed_documents",
+    "run_embed_batch",
+    "run_embed_round",
+    "sweep_scratch",
+    "sweep_vector_orphans",
+]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Embedded:
-    job: IndexJob
-    rows: list[VectorRow]
-    vectors: np.ndarray
+def run_embed_round(rt: Runtime, owner: str | None = None) -> Outcome:
+    """One embed task's work: pick (round-robin), claim, embed, keep. ``owner`` names the
+    claims (a redelivered task takes its own claims back at once)."""
+    owner = owner or uuid.uuid4().hex
+    fingerprint = rt.embedder.fingerprint
+    settings = rt.settings
+    now = utcnow()
+    rotation = Rotation(rt.redis, settings.redis_key_prefix)
+    with rt.catalog.session() as session:
+        tenants = vector_work.tenants_with_work(session, fingerprint, owner, now)
+        if not tenants:
+            return Outcome()
+        order = rotation.order(tenants)[: settings.embed_batch_max_documents]
+        work = vector_work.candidates(
+            session, fingerprint, order, settings.embed_batch_max_documents, owner, now
+        )
+    chosen = plan(settings, {tenant: work[tenant] for tenant in order})
+    rotation.led(order[0])
+    deadline = time.monotonic() + settings.embed_batch_max_seconds
+    return EmbedRun(rt, owner, deadline).execute(chosen)
 
 
 def run_embed_batch(
     rt: Runtime, jobs: Sequence[IndexJob], force: bool = False
 ) -> dict[IndexJob, ProcessingError]:
-    """Embed the versions ``jobs`` name (those still completed and without vectors of this
-    version and model; ``force``: even those), write them in one commit, record them.
-    Returns the jobs to try again later (the model or store unavailable), with the error."""
-    embedder, store = rt.embedder, rt.vectors
-    later: dict[IndexJob, ProcessingError] = {}
+    """Embed the versions ``jobs`` name, every chunk, now (the benchmarks' way; the embed
+    task's is :func:`run_embed_round`): those still completed and needing vectors (``force``:
+    even those embedded). Returns the jobs to try again later, with the error."""
+    fingerprint = rt.embedder.fingerprint
+    owner = f"batch-{uuid.uuid4().hex}"
     with rt.catalog.session() as session:
+        if force:
+            versions = [(job.document_id, job.sha256) for job in jobs]
+            vector_work.forget(session, fingerprint, versions=versions)
         documents = repository.get_documents(session, {job.document_id for job in jobs})
-    deadline = time.monotonic() + rt.settings.embed_batch_max_seconds
-    loaded: list[tuple[IndexJob, IndexedDocument]] = []
-    taken: set[str] = set()
-    for job in jobs:
+    segments = []
+    for job in dict.fromkeys(jobs):
         document = documents.get(job.document_id)
-        if (
-            document is None
-            or document.sha256 != job.sha256
-            or document.status != DocumentStatus.COMPLETED.value
-            or job.document_id in taken
-            or (
-                not force
-                and document.vectors_sha256 == job.sha256
-                and document.vectors_model == embedder.fingerprint
-            )
-        ):
-            continue  # gone, replaced, not indexed, a duplicate, or already embedded
-        try:
-            result = rt.extracts.load(job.sha256, document.format or "application/octet-stream")
-        except FileNotFoundError:
-            later[job] = TransientError("EMBED_ERROR", "The extraction result is not there.")
+        if document is None or document.sha256 != job.sha256:
             continue
-        taken.add(job.document_id)
-        loaded.append((job, indexed_document(document, result)))
-    done: list[_Embedded] = []
-    try:
-        # In slices, so a batch of long documents stops taking more once out of time.
-        for start in range(0, len(loaded), 8):
-            if done and time.monotonic() >= deadline:
-                for job, _ in loaded[start:]:
-                    later[job] = TransientError("EMBED_DEFERRED", "Left for the next batch.")
-                break
-            part = loaded[start : start + 8]
-            embedded = embed_documents(
-                embedder, [indexed for _, indexed in part], rt.settings.embed_batch_max_tokens
-            )
-            done += [
-                _Embedded(job, rows, vectors)
-                for (job, _), (rows, vectors) in zip(part, embedded, strict=True)
-            ]
-    except EmbedderUnavailable as exc:
-        for job, _ in loaded[len(done) :]:  # done holds the first ones, in order
-            later[job] = TransientError("EMBEDDING_UNAVAILABLE", str(exc))
-    if done:
-        _write(rt, store, embedder, done, later)
+        chunks = document.chunk_count
+        candidate = Candidate(document.id, document.tenant, job.sha256, chunks, 0, 0)
+        segments.append(Segment(candidate, 0, 2**31 - 1))  # every chunk
+    outcome = EmbedRun(rt, owner, float("inf")).execute(Plan(segments))
+    with rt.catalog.session() as session:
+        after = repository.get_documents(session, {job.document_id for job in jobs})
+    later: dict[IndexJob, ProcessingError] = {}
+    for job in jobs:
+        document = after.get(job.document_id)
+        if (
+            document is not None
+            and document.sha256 == job.sha256
+            and document.status == DocumentStatus.COMPLETED.value
+            and (document.vectors_sha256 != job.sha256 or document.vectors_model != fingerprint)
+        ):
+            code = "EMBEDDING_UNAVAILABLE" if outcome.retry_in else "EMBED_DEFERRED"
+            later[job] = TransientError(code, "Left for a later batch.")
     return later
 
 
@@ -100,8 +127,8 @@ def embed_documents(
 ) -> list[tuple[list[VectorRow], np.ndarray]]:
     """The rows and vectors of each document's chunks; the model is called on the chunks of
     all of them together, in batches of at most ``max_tokens`` tokens (a longer chunk alone)
-    — the embed stage's, and the benchmarks'."""
-    texts = [_passage(document, chunk) for document in documents for chunk in document.chunks]
+    — the benchmarks' (the embed stage's calls are :class:`workers.embed_calls.Calls`)."""
+    texts = [passage(document, chunk) for document in documents for chunk in document.chunks]
     parts: list[np.ndarray] = []
     batch: list[str] = []
     tokens = 0
@@ -119,77 +146,14 @@ def embed_documents(
     first = 0
     for document in documents:
         count = len(document.chunks)
-        out.append((_rows(document), vectors[first : first + count]))
+        out.append((rows(document, range(count)), vectors[first : first + count]))
         first += count
     return out
 
 
-def _rows(document: IndexedDocument) -> list[VectorRow]:
-    day = day_number(document.created_at) if document.created_at else NO_DAY
-    return [
-        VectorRow(
-            document_id=document.document_id,
-            chunk=number,
-            version=document.version,
-            tenant=document.tenant,
-            collection=document.collection,
-            document_type=document.document_type,
-            submitter=document.submitter,
-            day=day,
-        )
-        for number in range(len(document.chunks))
-    ]
-
-
-def _passage(document: IndexedDocument, chunk: Chunk) -> str:
-    # The title names what a passage is about where its own words do not (a page of a report).
-    title = document.title or document.name
-    return f"{title}\n{chunk.text}" if title and not chunk.text.startswith(title) else chunk.text
-
-
-def _write(
-    rt: Runtime,
-    store: VectorStore,
-    embedder: Embedder,
-    done: list[_Embedded],
-    later: dict[IndexJob, ProcessingError],
-) -> None:
-    try:
-        with store.writer(embedder.fingerprint, embedder.dim) as writer:
-            for embedded in done:
-                writer.replace(embedded.job.document_id, embedded.rows, embedded.vectors)
-    except VectorStoreBusy as exc:
-        for embedded in done:
-            later[embedded.job] = TransientError("VECTORS_BUSY", str(exc))
-        return
-    stale = []
-    with rt.catalog.session() as session:
-        for embedded in done:
-            job = embedded.job
-            if not repository.record_vectors(
-                session, job.document_id, job.sha256, embedder.fingerprint
-            ):
-                stale.append(job.document_id)  # deleted or replaced while it was embedded
-    if stale:
-        delete_vectors(rt, stale)
-
-
-def delete_vectors(rt: Runtime, document_ids: list[str]) -> None:
-    """Remove the vectors of ``document_ids``."""
-    store = rt.vectors
-    fingerprint = store.fingerprint()
-    if not document_ids or fingerprint is None:
-        return
-    try:
-        with store.writer(fingerprint, store.dim() or 0) as writer:
-            for document_id in document_ids:
-                writer.delete(document_id)
-    except VectorStoreBusy as exc:
-        raise TransientError("VECTORS_BUSY", str(exc)) from exc
-
-
-def sweep_vector_orphans(rt: Runtime) -> int:
-    """Remove the vectors of documents the catalog no longer has; how many."""
+def sweep_vector_orphans(rt: Runtime, fingerprint: str | None = None) -> int:
+    """Remove the vectors of documents the catalog no longer has, and the embed scratch no
+    version needs any more (of ``fingerprint``, the configured model); how many of each."""
     # The store first: a document created after the catalog's read has no vectors before it.
     stored = rt.vectors.document_ids()
     with rt.catalog.session() as session:
@@ -198,4 +162,32 @@ def sweep_vector_orphans(rt: Runtime) -> int:
     if orphans:
         delete_vectors(rt, orphans)
         log.info("removed the vectors of %d deleted documents", len(orphans))
+    if fingerprint is not None:
+        swept = sweep_scratch(rt, fingerprint)
+        if swept:
+            log.info("removed the embed scratch of %d versions no longer embedded", swept)
     return len(orphans)
+
+
+def sweep_scratch(rt: Runtime, fingerprint: str) -> int:
+    """Remove the scratch of versions that no longer need embedding with ``fingerprint``."""
+    kept = rt.scratch.kept()
+    ids = {meta["document"] for _, meta in kept if meta.get("document")}
+    if not ids:
+        return 0
+    with rt.catalog.session() as session:
+        documents = repository.get_documents(session, ids)
+
+    def still_needed(meta: dict[str, str]) -> bool:
+        document = documents.get(meta.get("document", ""))
+        return (
+            document is not None
+            and meta.get("model") == fingerprint
+            and document.sha256 == meta.get("sha256")
+            and document.status == DocumentStatus.COMPLETED.value
+            and (
+                document.vectors_sha256 != document.sha256 or document.vectors_model != fingerprint
+            )
+        )
+
+    return embed_scratch.sweep(rt.scratch, still_needed, rt.settings.stuck_after_seconds)

@@ -8,9 +8,9 @@ settings — whose host resolves to any address :func:`is_public_address` refuse
 URLs are refused even when private addresses are allowed. Redirects are followed by hand (at
 most 3) and each hop is checked again; the body is streamed into the blob store under a size
 cap and a total time limit. (Resolution happens again at connect time; a DNS answer that
-changes between the check and the connect is the residual risk, documented in the README.)
+changes between the check and the connect is the residual risk, in docs/api.md (webhooks).)
 
-One code for every refusal: ``URL_NOT_ALLOWED`` is the code the README, the ingestion
+One code for every refusal: ``URL_NOT_ALLOWED`` is the code the docs (docs/api.md), the ingestion
 troubleshooting guide and the webhook's ``errorDetails.reason`` already name; the message
 says which rule refused the URL. A host *name* that resolves to a non-public address is
 refused without saying the address or its kind (that would map internal names to internal

@@ -16,6 +16,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
+import redis
+
 from indexer import DocumentIndex, IndexBusy, IndexedDocument
 from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
@@ -31,6 +33,7 @@ from ldims.errors import (
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
 from workers.chunking import chunk_pages
+from workers.embed_scratch import Scratch
 from workers.extraction import (
     ExtractionLimits,
     ExtractionResult,
@@ -73,6 +76,18 @@ class Runtime:
         if embedder is None:
             raise PermanentError("EMBEDDING_OFF", "Semantic search is off (LDIMS_EMBEDDING_MODEL).")
         return embedder
+
+    @functools.cached_property
+    def scratch(self) -> Scratch:
+        """The embed stage's finished slices of documents embedded over several tasks."""
+        return Scratch(self.settings.data_dir / "embed-scratch")
+
+    @functools.cached_property
+    def redis(self) -> redis.Redis:
+        """Redis for the embed stage's rotation and rate (not the broker's connection)."""
+        return redis.Redis.from_url(
+            self.settings.effective_redis_url, socket_timeout=2, socket_connect_timeout=2
+        )
 
     @functools.cached_property
     def heartbeats(self) -> Heartbeats:

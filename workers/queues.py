@@ -10,8 +10,8 @@ EXTRACT_SINGLE_QUEUE = "extract-single"
 INDEX_QUEUE = "index"
 # The index writer's other work, one task at a time; consumed with INDEX_QUEUE.
 INDEX_SINGLE_QUEUE = "index-single"
-# Only ``ldims.embed``: documents whose chunks need vectors, embedded in batches by one worker
-# (its own process, at a lower CPU priority than extraction and indexing).
+# Only ``ldims.embed``: nudges that wake the embed worker (its own process, at a lower CPU
+# priority than extraction and indexing), which takes its work from the catalog.
 EMBED_QUEUE = "embed"
 # Only ``ldims.ocr``: files whose pages need text recognition, handed on by the extract
 # workers; read one at a time by workers of their own, at a lower CPU priority.

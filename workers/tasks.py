@@ -17,7 +17,6 @@ import itertools
 import logging
 import time
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from celery import Task
@@ -25,7 +24,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
-from ldims.catalog import repository, utcnow
+from ldims.catalog import utcnow, vector_work
 from ldims.errors import (
     OcrDeferred,
     PassingTrouble,
@@ -360,49 +359,47 @@ def index(self: Task, document_id: str, sha256: str, more: list[list[str]] | Non
 
 
 def send_to_embed(jobs: list[pipeline.IndexJob]) -> None:
-    """Queue the vectors of ``jobs`` (one message), when semantic search is on."""
+    """Wake the embed stage for the vectors of ``jobs`` (the catalog says what they need),
+    when semantic search is on."""
     if jobs and _settings.semantic_enabled:
-        _send(embed_task, *_message_args(jobs))
+        _nudge_embed(0.0)
+
+
+# Nudges an embed task takes off the queue at once: they all mean the same.
+_NUDGES = 1000
 
 
 @app.task(bind=True, name="ldims.embed")
-def embed_task(
-    self: Task,
-    document_id: str,
-    sha256: str,
-    more: list[list[str]] | None = None,
-    force: bool = False,
-) -> None:
-    """Embed this version (and ``more``) and the versions waiting in the queue behind it, up to
-    ``LDIMS_EMBED_BATCH_MAX_DOCUMENTS``, in one vector-store commit (see
-    :mod:`workers.embed`); the ones left over go back to the queue."""
-    args = (document_id, sha256, more) if more else (document_id, sha256)
+def embed_task(self: Task, *_old_args: Any, **_old_kwargs: Any) -> None:
+    """Embed a batch of what the catalog says needs vectors (see :mod:`workers.embed`), then
+    wake the next task while work is left.
+
+    The message is a nudge ("there is work"): it names nothing (messages of older versions
+    named documents; their arguments are ignored), so the nudges waiting in the queue are
+    taken off with it, and one is sent on. A nudge lost with Redis loses nothing: the
+    reconciler sends one while documents still need vectors.
+    """
+    batching.Batch(list(_embed_drain.pull(_NUDGES, 0.0))).acknowledge()
     if {EXTRACT_QUEUE, INDEX_QUEUE} & _busy_queues():
         # Documents wait for extraction or the index: they go first (the worker's low CPU
         # priority alone still took a tenth of a bulk ingest's CPU from the gaps it left).
-        _send_embed(args, force, _settings.embed_defer_seconds)
+        _nudge_embed(_settings.embed_defer_seconds)
         return
-    batch = batching.Batch([batching.Item(args, self.request.retries)])
-    limit = _settings.embed_batch_max_documents
-    jobs = _jobs_of(args)
-    if len(jobs) < limit:
-        for item in _embed_drain.pull(limit - 1, 0.0):
-            batch.items.append(item)
-            jobs += _jobs_of(item.args)
-            if len(jobs) >= limit:
-                break
     try:
-        later = embed.run_embed_batch(pipeline.runtime(), jobs, force=force)
-    except Exception as exc:  # the catalog or the store: the whole batch again, later
-        log.warning("embed batch of %d failed (%s); retried later", len(jobs), type(exc).__name__)
-        later = {job: TransientError("EMBED_ERROR", type(exc).__name__) for job in jobs}
-    if later:
-        waiting = list(later)
-        # No document fails for want of vectors: it stays completed and keyword-searchable;
-        # the reconciler re-drives what is still missing.
-        countdown = 0.0 if all(e.code == "EMBED_DEFERRED" for e in later.values()) else 30.0
-        _send_embed(_message_args(waiting), force, countdown)
-    batch.acknowledge()
+        outcome = embed.run_embed_round(pipeline.runtime(), self.request.id)
+    except Exception as exc:  # the catalog away: no claim outlives its lease
+        log.warning("embed batch failed (%s); retried later", type(exc).__name__)
+        _nudge_embed(_settings.embed_retry_seconds)
+        return
+    if outcome.chunks or outcome.given_up:
+        log.info(
+            "embedded %d chunks (%d documents stored, %d chunks given up)",
+            outcome.chunks,
+            outcome.documents,
+            outcome.given_up,
+        )
+    if outcome.more or outcome.retry_in:
+        _nudge_embed(outcome.retry_in)
 
 
 def _later(
@@ -502,7 +499,8 @@ def run_reconcile() -> dict[str, int]:
     report.orphans_removed = reconcile.sweep_index_orphans(rt)
     vectors = 0
     if _settings.semantic_enabled:
-        report.orphans_removed += embed.sweep_vector_orphans(rt)
+        fingerprint = fingerprint_for(_settings)  # without loading the model in this process
+        report.orphans_removed += embed.sweep_vector_orphans(rt, fingerprint)
         if EMBED_QUEUE not in busy:
             vectors = _redrive_vectors(rt)
     return {
@@ -513,30 +511,24 @@ def run_reconcile() -> dict[str, int]:
     }
 
 
-def _send_embed(args: tuple[Any, ...], force: bool, countdown: float) -> None:
-    """Send an embed message back to its queue, to be taken after ``countdown`` seconds; if
-    Redis is away, the reconciler re-drives the missing vectors later."""
+def _nudge_embed(countdown: float) -> None:
+    """Wake an embed task after ``countdown`` seconds; if Redis is away, the reconciler wakes
+    one later."""
     try:
-        embed_task.apply_async(args=args, kwargs={"force": force}, countdown=countdown)
+        # No time limits in the message: the embed workers' own settings rule (Celery would
+        # stamp the sender's, and the index worker's are not the embed worker's).
+        embed_task.apply_async(countdown=countdown or None, time_limit=None, soft_time_limit=None)
     except OperationalError:
-        log.warning("could not re-queue an embed message; the reconciler will re-drive it")
+        log.warning("could not wake the embed stage; the reconciler will")
 
 
-def _redrive_vectors(rt: pipeline.Runtime, limit: int = 2000) -> int:
-    """Send to the embed queue the completed documents still without vectors of the model
-    (an embed message lost with Redis, a model changed), completed a while ago (the newer ones
-    are most likely on their way)."""
-    older_than = utcnow() - timedelta(seconds=_settings.stuck_after_seconds)
-    fingerprint = fingerprint_for(_settings)  # without loading the model in this process
+def _redrive_vectors(rt: pipeline.Runtime) -> int:
+    """Wake the embed stage when documents need vectors that no live task holds (a nudge lost
+    with Redis, a model changed, a worker killed): how many."""
+    fingerprint = fingerprint_for(_settings)
     assert fingerprint is not None
     with rt.catalog.session() as session:
-        jobs = [
-            pipeline.IndexJob(document_id, sha256)
-            for document_id, sha256 in repository.needing_vectors(
-                session, fingerprint, limit=limit, completed_before=older_than
-            )
-        ]
-    step = _settings.embed_batch_max_documents
-    for start in range(0, len(jobs), step):
-        send_to_embed(jobs[start : start + step])
-    return len(jobs)
+        waiting = vector_work.claimable(session, fingerprint, utcnow())
+    if waiting:
+        _nudge_embed(0.0)
+    return waiting

@@ -104,6 +104,18 @@ class Document(Base):
     chunk_count: Mapped[int | None] = mapped_column(Integer)
     vectors_sha256: Mapped[str | None] = mapped_column(String(64))
     vectors_model: Mapped[str | None] = mapped_column(String(128))
+    # Recorded with them: why some chunks have no vector (None: every chunk has one).
+    vectors_error: Mapped[str | None] = mapped_column(Text)
+    # The embed stage's work on a version still needing vectors (workers/embed.py): chunks
+    # embedded so far (kept in its scratch until the last); the end of the model call in
+    # flight, left when its task was killed or ran out of time (the chunk at fault is before
+    # it: the next tries halve the range); tries of that chunk alone (or reads of an
+    # unreadable text); and the claim of the task embedding it (who, until when).
+    vectors_done: Mapped[int] = mapped_column(Integer, default=0)
+    vectors_suspect_end: Mapped[int | None] = mapped_column(Integer)
+    vectors_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    vectors_lease_owner: Mapped[str | None] = mapped_column(String(64))
+    vectors_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime)
     # A file of a folder collection: its path under the folder (POSIX, as on disk) and the
     # modification time it had when read (a rescan skips a file of the same size and time).
     source_path: Mapped[str | None] = mapped_column(String(1024))

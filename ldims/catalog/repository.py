@@ -152,33 +152,12 @@ def pending_vectors(
     return int(documents), int(chunks)
 
 
-def needing_vectors(
-    session: Session,
-    fingerprint: str,
-    after_id: str = "",
-    limit: int = 500,
-    every: bool = False,
-    completed_before: datetime | None = None,
-) -> list[tuple[str, str]]:
-    """(id, sha256) of completed documents needing vectors (``every``: all completed ones;
-    ``completed_before``: only those completed before then), in id order, ``limit`` at a time
-    after ``after_id``."""
-    where = (
-        Document.status == DocumentStatus.COMPLETED.value if every else _needs_vectors(fingerprint)
-    )
-    if completed_before is not None:
-        where = where & (Document.status_changed_at < completed_before)
-    query = (
-        select(Document.id, Document.sha256)
-        .where(where, Document.id > after_id)
-        .order_by(Document.id)
-        .limit(limit)
-    )
-    return [(document_id, sha256) for document_id, sha256 in session.execute(query)]
-
-
-def record_vectors(session: Session, document_id: str, sha256: str, fingerprint: str) -> bool:
-    """Record that the vectors of version ``sha256`` (still the completed one) are stored."""
+def record_vectors(
+    session: Session, document_id: str, sha256: str, fingerprint: str, error: str | None = None
+) -> bool:
+    """Record that the vectors of version ``sha256`` (still the completed one) are stored;
+    ``error``: why some of its chunks have none (they are not tried again for this version and
+    model). Ends the embed stage's work on it (its claim, progress and tries)."""
     result = session.execute(
         update(Document)
         .where(
@@ -186,7 +165,16 @@ def record_vectors(session: Session, document_id: str, sha256: str, fingerprint:
             Document.sha256 == sha256,
             Document.status == DocumentStatus.COMPLETED.value,
         )
-        .values(vectors_sha256=sha256, vectors_model=fingerprint)
+        .values(
+            vectors_sha256=sha256,
+            vectors_model=fingerprint,
+            vectors_error=error[:2000] if error else None,
+            vectors_done=0,
+            vectors_suspect_end=None,
+            vectors_attempts=0,
+            vectors_lease_owner=None,
+            vectors_lease_until=None,
+        )
         .execution_options(synchronize_session=False)
     )
     return result.rowcount == 1
@@ -237,7 +225,8 @@ def touch(session: Session, document_id: str, sha256: str) -> bool:
 
 
 def complete(session: Session, document_id: str, sha256: str, **facts: object) -> bool:
-    """Mark the version ``sha256`` completed, with facts learnt during extraction."""
+    """Mark the version ``sha256`` completed, with facts learnt during extraction. The embed
+    stage's progress on an earlier state of it starts over (its chunks may have changed)."""
     return _transition(
         session,
         document_id,
@@ -245,6 +234,9 @@ def complete(session: Session, document_id: str, sha256: str, **facts: object) -
         status=DocumentStatus.COMPLETED.value,
         error_code=None,
         error_message=None,
+        vectors_done=0,
+        vectors_suspect_end=None,
+        vectors_attempts=0,
         **facts,
     )
 
