@@ -9,8 +9,9 @@ search only that segment's reads, and a term read once is a dictionary lookup af
 Reading a term walks the postings block by block (one unpickle and one ``cumsum`` per block
 of 128 chunks) instead of one Python call per posting through the matcher API, which was
 most of the time of a search over common words. That uses attributes of whoosh3's
-``W3LeafMatcher`` that are not public; any other matcher (inlined single postings, another
-codec) is read through the public API, and a test checks both ways agree.
+block matcher that are not public (:func:`indexer.whoosh_internals.read_blocks`); any other
+matcher (inlined single postings, another codec) is read through the public API, and a test
+checks both ways agree.
 
 Searches of several threads share one store. A value is read outside any lock (by the calling
 search, with its own searcher's reader) and put in under the store's lock, unless another
@@ -22,15 +23,14 @@ atomic, and what it finds is complete.
 from __future__ import annotations
 
 import threading
-from array import array
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-from whoosh.codec.whoosh3 import W3LeafMatcher
 from whoosh.reading import IndexReader, TermNotFound
 
 from indexer.deadline import check, checked
+from indexer.whoosh_internals import read_blocks
 
 # Postings kept over all segments before the term cache starts again (12 bytes each).
 MAX_CACHED_POSTINGS = 8_000_000
@@ -170,8 +170,8 @@ def read_postings(
         matcher = reader.postings(fieldname, text)  # one lookup: no "in" check first
     except TermNotFound:
         return _NO_POSTINGS
-    if type(matcher) is W3LeafMatcher and not matcher._byteids:
-        return _read_blocks(matcher)
+    if (blocks := read_blocks(matcher)) is not None:
+        return blocks
     return read_postings_one_by_one(matcher)
 
 
@@ -186,30 +186,6 @@ def read_postings_one_by_one(matcher: object) -> tuple[np.ndarray, np.ndarray]:
         weights.append(matcher.weight())  # type: ignore[attr-defined]
         matcher.next()  # type: ignore[attr-defined]
     return np.array(ids, dtype=np.int32), np.array(weights, dtype=np.float32)
-
-
-def _read_blocks(matcher: W3LeafMatcher) -> tuple[np.ndarray, np.ndarray]:
-    """Block by block: each block holds up to 128 delta-encoded chunk numbers and weights."""
-    id_blocks: list[np.ndarray] = []
-    weight_blocks: list[np.ndarray] = []
-    while matcher.is_active():
-        check()
-        matcher._read_data()
-        deltas, weights, _values = matcher._data
-        count = matcher._blocklength
-        id_blocks.append(np.cumsum(np.array(deltas, dtype=np.int64)))
-        if weights is None:
-            weight_blocks.append(np.ones(count, dtype=np.float32))
-        elif isinstance(weights, float):
-            weight_blocks.append(np.full(count, weights, dtype=np.float32))
-        elif isinstance(weights, array):
-            weight_blocks.append(np.frombuffer(weights, dtype=np.float32).copy())
-        else:
-            weight_blocks.append(np.array(weights, dtype=np.float32))
-        matcher._next_block()
-    if not id_blocks:
-        return _NO_POSTINGS
-    return np.concatenate(id_blocks).astype(np.int32), np.concatenate(weight_blocks)
 
 
 def _column(reader: IndexReader, fieldname: str, size: int) -> Iterable[object]:
