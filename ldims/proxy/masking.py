@@ -32,22 +32,8 @@ from stdnum.cn import ric
 from stdnum.exceptions import ValidationError
 from stdnum.ru import inn
 
-# Most specific first: this order breaks ties between two detections of the same span.
-MASK_KINDS: tuple[str, ...] = (
-    "private_key",
-    "jwt",
-    "api_key",
-    "token",
-    "password",
-    "cn_resident_id",  # a RIC's check digit and date say more than a card's Luhn digit
-    "iban",
-    "card",
-    "ru_snils",
-    "ru_passport",
-    "ru_inn",
-    "email",
-    "phone",
-)
+from ldims.mask_kinds import MASK_KINDS
+
 _RANK = {kind: rank for rank, kind in enumerate(MASK_KINDS)}
 _ALL = frozenset(MASK_KINDS)
 _MAX_PASSES = 4  # a second pass finds what a shorter label brought within a key word's reach
