@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +22,17 @@ from api.mcp.sse import mcp_sse_routes
 from api.request_ids import RequestIds
 from api.routes import documents, health, proxy, search, webhooks
 from ldims import __version__
+from ldims.semantic import embedder_for
 from ldims.services import Services
+
+log = logging.getLogger(__name__)
+
+
+def _load_embedder(services: Services) -> None:
+    try:
+        embedder_for(services.settings)
+    except Exception:  # searches fall back to keywords and say why; the API still starts
+        log.warning("the embedding model could not be loaded", exc_info=True)
 
 
 def build_app(services: Services, migrate: bool = True) -> FastAPI:
@@ -31,6 +43,9 @@ def build_app(services: Services, migrate: bool = True) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         if migrate:
             services.catalog.upgrade()
+        # The embedding model before the first request: the onnx engine takes ~1-2 s to load
+        # (its vocabulary and graph), which the first search would otherwise wait for.
+        await asyncio.to_thread(_load_embedder, services)
         async with mcp_server.session_manager.run():
             yield
         mcp_server.close()

@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ldims.catalog import Document
-from ldims.documents.reading import VectorsState, vectors_state
+from ldims.documents.reading import VectorsState, vectors_error, vectors_state
 
 
 class DocumentError(BaseModel):
@@ -48,7 +48,11 @@ class DocumentOut(BaseModel):
     vectors: VectorsState | None = Field(
         None,
         description="Semantic search's vectors of this version: ready, pending (found by "
-        "keywords meanwhile) or off; null until completed",
+        "keywords meanwhile), failed (some chunks could not be embedded: vectorsError says "
+        "which and why; the others have vectors) or off; null until completed",
+    )
+    vectorsError: str | None = Field(
+        None, description="When vectors is failed: which chunk could not be embedded, and why"
     )
 
     @classmethod
@@ -83,6 +87,7 @@ class DocumentOut(BaseModel):
             ocrPages=document.ocr_page_numbers,
             ocrConfidence=document.ocr_confidence,
             vectors=vectors_state(document, fingerprint),
+            vectorsError=vectors_error(document, fingerprint),
         )
 
 

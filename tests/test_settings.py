@@ -1,4 +1,5 @@
-"""Settings: every field documented in the README, seed names accepted, bad values refused."""
+"""Settings: every field documented in docs/configuration.md (and the README's essentials
+true to it), seed names accepted, bad values refused."""
 
 from __future__ import annotations
 
@@ -10,25 +11,35 @@ from pydantic import ValidationError
 
 from ldims.settings import Settings
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGURATION = ROOT / "docs" / "configuration.md"
+README = ROOT / "README.md"
 
 
-def documented_names() -> set[str]:
-    """Variable names in the first column of the README's configuration table."""
-    readme = README.read_text(encoding="utf-8")
-    section = readme.split("\n## Configuration", 1)[1].split("\n## ", 1)[0]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
-    return {
-        match for row in rows for match in re.findall(r"`([A-Z][A-Z0-9_]+)`", row.split("|")[1])
-    }
+def table_defaults(page: Path) -> dict[str, str]:
+    """Variable name -> default cell, for every row of the page's settings tables."""
+    defaults = {}
+    for row in page.read_text(encoding="utf-8").splitlines():
+        if row.startswith("| `"):
+            cells = row.split(" | ")
+            for name in re.findall(r"`([A-Z][A-Z0-9_]+)`", cells[0]):
+                defaults[name] = cells[1]
+    return defaults
 
 
-def test_every_setting_is_documented_in_the_readme_and_nothing_else() -> None:
+def test_every_setting_is_documented_in_the_configuration_page_and_nothing_else() -> None:
     names = Settings.env_names().values()
     canonical = {variants[0] for variants in names}
-    documented = documented_names()
+    documented = set(table_defaults(CONFIGURATION))
     assert canonical - documented == set(), "undocumented settings"
     assert documented - {name for variants in names for name in variants} == set()
+
+
+def test_the_readme_essentials_are_settings_with_their_documented_defaults() -> None:
+    essentials = table_defaults(README)
+    reference = table_defaults(CONFIGURATION)
+    assert essentials, "no configuration table in the README"
+    assert {name: reference.get(name) for name in essentials} == essentials
 
 
 def test_seed_names_work_with_and_without_prefix(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,12 +23,14 @@ from ldims.documents.uris import extracted_uri
 from ldims.errors import LdimsError
 from ldims.semantic import embedder_for, fingerprint_for, reranker_for, vector_store
 from ldims.settings import Settings
-from workers import Dispatcher
+from workers import Dispatcher, EmbedBacklog
 
 
 class Documents:
     def __init__(self, settings: Settings, catalog: Catalog, dispatcher: Dispatcher) -> None:
         self.settings = settings
+        self.catalog = catalog
+        self.dispatcher = dispatcher
         self.intake = Intake(settings, catalog, dispatcher)
         self.reader = DocumentReader(settings, catalog, self.intake.extracts)
         self.search = DocumentSearch(settings, lambda: self.index, lambda: self.embedder)
@@ -56,6 +58,15 @@ class Documents:
     def embedder(self) -> Embedder | None:
         """The query embedder, loaded on the first semantic search of the process."""
         return embedder_for(self.settings)
+
+    def embedding_backlog(self, caller: Caller) -> EmbedBacklog | None:
+        """The caller's tenant's embedding backlog — its own documents, its own rate (no
+        figure of another tenant's) — or None when semantic search is off."""
+        fingerprint = self.fingerprint
+        if fingerprint is None:
+            return None
+        with self.catalog.session() as session:
+            return self.dispatcher.embedding_backlog(session, fingerprint, caller.tenant)
 
     def linked(
         self, caller: Caller, query: str | None, ids: list[str], limit: int

@@ -92,10 +92,14 @@ class DocumentStatusOut(BaseModel):
     ocrConfidence: float | None = Field(  # noqa: N815
         None, description="OCR's mean word confidence over those pages, 0..100"
     )
-    vectors: Literal["ready", "pending", "off"] | None = Field(
+    vectors: Literal["ready", "pending", "failed", "off"] | None = Field(
         description="Semantic search's vectors of this version: ready, pending (the document "
-        "is found by keywords meanwhile), off (semantic search is not configured); null "
-        "until completed"
+        "is found by keywords meanwhile), failed (some chunks could not be embedded: see "
+        "vectorsError; the others have vectors), off (semantic search is not configured); "
+        "null until completed"
+    )
+    vectorsError: str | None = Field(  # noqa: N815
+        None, description="When vectors is failed: which chunk could not be embedded, and why"
     )
     uri: str
 
@@ -203,9 +207,7 @@ class DocumentReader:
         """The whole document, or as many whole pages from the first as fit one part."""
         document, path = self.extract_file(caller, document_id)
         texts, count = self._read_pages(path, 1, _ALL)
-        return self._pages_part(
-            document, texts, count, 1, count, extracted_uri(document.public_id)
-        )
+        return self._pages_part(document, texts, count, 1, count, extracted_uri(document.public_id))
 
     def pages(self, caller: Caller, document_id: str, pages_range: str) -> DocumentPart:
         """Pages ``first..last`` (``"3"`` or ``"3-7"``), as many whole pages as fit."""
@@ -346,18 +348,26 @@ def pages_of(result: ExtractionResult) -> list[str]:
     return [result.text]
 
 
-VectorsState = Literal["ready", "pending", "off"]
+VectorsState = Literal["ready", "pending", "failed", "off"]
 
 
 def vectors_state(document: Document, fingerprint: str | None) -> VectorsState | None:
     """Whether the vectors of ``document``'s version and of the model ``fingerprint`` are
-    stored (None until it is completed; off: no model)."""
+    stored (None until it is completed; off: no model; failed: stored but for the chunks
+    :func:`vectors_error` names)."""
     if document.status != "completed":
         return None
     if fingerprint is None:
         return "off"
     embedded = document.vectors_sha256 == document.sha256 and document.vectors_model == fingerprint
-    return "ready" if embedded else "pending"
+    if not embedded:
+        return "pending"
+    return "failed" if document.vectors_error else "ready"
+
+
+def vectors_error(document: Document, fingerprint: str | None) -> str | None:
+    """Why some chunks of the document have no vector (when its vectors state is failed)."""
+    return document.vectors_error if vectors_state(document, fingerprint) == "failed" else None
 
 
 def status_of(document: Document, fingerprint: str | None = None) -> DocumentStatusOut:
@@ -392,5 +402,6 @@ def status_of(document: Document, fingerprint: str | None = None) -> DocumentSta
         ocrPages=document.ocr_page_numbers,
         ocrConfidence=document.ocr_confidence,
         vectors=vectors,
+        vectorsError=vectors_error(document, fingerprint),
         uri=extracted_uri(document.public_id),
     )

@@ -5,7 +5,7 @@ Every document of the tenant is a qmd file: ``collection/path``, the path being 
 file's path under its folder or an uploaded document's name. Its text is the extracted text
 (a Markdown or text file's own lines; another format's pages, a ``<!-- page N -->`` line in
 place of the blank line between two pages, so line numbers stay those of search hits). What
-is deliberately not as qmd 2.8.3 does it is listed in the README (qmd toolset).
+is deliberately not as qmd 2.8.3 does it is listed in docs/mcp.md (qmd toolset).
 """
 
 from __future__ import annotations
@@ -129,11 +129,24 @@ class CollectionStatus:
 
 
 @dataclass(frozen=True)
+class EmbeddingBacklog:
+    """The tenant's own documents still to embed, its recent rate and the time to done."""
+
+    documents: int
+    chunks: int
+    failedDocuments: int  # noqa: N815
+    chunksPerSecond: float | None  # noqa: N815
+    etaSeconds: float | None  # noqa: N815
+    summary: str
+
+
+@dataclass(frozen=True)
 class Status:
     totalDocuments: int  # noqa: N815
     needsEmbedding: int  # noqa: N815
     hasVectorIndex: bool  # noqa: N815
     collections: list[CollectionStatus]
+    embeddingBacklog: EmbeddingBacklog | None = None  # noqa: N815  (None: vectors off)
 
     def as_dict(self) -> dict[str, object]:
         return dataclasses.asdict(self)
@@ -436,7 +449,20 @@ class Qmd:
                 )
             )
         collections.sort(key=lambda c: c.lastUpdated, reverse=True)
-        return Status(int(total or 0), int(needs or 0), bool(embedded), collections)
+        found = self.documents.embedding_backlog(caller)
+        backlog = (
+            EmbeddingBacklog(
+                found.documents,
+                found.chunks,
+                found.failed,
+                found.chunks_per_second,
+                found.eta_seconds,
+                found.describe(),
+            )
+            if found is not None
+            else None
+        )
+        return Status(int(total or 0), int(needs or 0), bool(embedded), collections, backlog)
 
     # --- finding files ---------------------------------------------------------------------
     def _find(self, caller: Caller, lookup: str) -> QmdFile | None:

@@ -256,36 +256,44 @@ def calibrate(per_tenant: int, seed: int) -> None:
 @cli.command()
 @click.option("--tenant", default=None, help="Only this tenant (default: all).")
 def status(tenant: str | None) -> None:
-    """Print how many documents are in each state."""
+    """Print how many documents are in each state, and the embedding backlog: what still
+    needs vectors, the recent rate and the estimated time to done."""
     from ldims.catalog import Catalog, repository
+    from workers import EmbedRates, embedding_backlog
 
     catalog = Catalog(get_settings().catalog_url)
     catalog.upgrade()  # a fresh data dir has no tables yet
     settings = get_settings()
     fingerprint = fingerprint_for(settings)
+    rates = EmbedRates.of(settings)
     with catalog.session() as session:
         counts = repository.count_by_status(session, tenant)
-        pending = repository.pending_vectors(session, fingerprint, tenant) if fingerprint else None
+        backlog = embedding_backlog(session, fingerprint, rates, tenant) if fingerprint else None
+    rates.client.close()
     width = max(len(name) for name in counts)
     for name, count in counts.items():
         click.echo(f"{name:<{width}}  {count}")
     click.echo(f"{'total':<{width}}  {sum(counts.values())}")
-    if pending is None:
+    if backlog is None:
         click.echo("vectors: off (LDIMS_EMBEDDING_MODEL=none)")
     else:
         click.echo(
-            f"vectors: {fingerprint}; {pending[0]} completed documents ({pending[1]} chunks) "
-            "still need embedding"
+            f"vectors: {fingerprint}; {backlog.documents} completed documents "
+            f"({backlog.chunks} chunks) still need embedding"
         )
+        click.echo(f"embedding backlog: {backlog.describe()}")
 
 
 @cli.command()
 @click.option("--force", is_flag=True, help="Every completed document, even those embedded.")
-@click.option("--batch-size", type=int, default=64, show_default=True, help="Documents a message.")
-def embed(force: bool, batch_size: int) -> None:
-    """Queue the vectors of the completed documents that need them (a new model, a lost
-    message; --force: all of them, e.g. after a reindex). The embed worker writes them."""
-    from ldims.catalog import Catalog, repository
+@click.option(
+    "--retry-failed", is_flag=True, help="Also the documents whose vectors failed (some chunks)."
+)
+def embed(force: bool, retry_failed: bool) -> None:
+    """Wake the embed stage for the completed documents that need vectors (a new model, a lost
+    message; --force: all of them, e.g. after a reindex; --retry-failed: those whose chunks
+    the model refused, e.g. after fixing the endpoint). The embed worker writes them."""
+    from ldims.catalog import Catalog, repository, vector_work
     from workers import Dispatcher
 
     settings = get_settings()
@@ -295,18 +303,13 @@ def embed(force: bool, batch_size: int) -> None:
     catalog = Catalog(settings.catalog_url)
     catalog.upgrade()
     dispatcher = Dispatcher(settings)
-    queued, after = 0, ""
     try:
-        while True:
-            with catalog.session() as session:
-                jobs = repository.needing_vectors(
-                    session, fingerprint, after_id=after, limit=batch_size, every=force
-                )
-            if not jobs:
-                break
-            dispatcher.embed(jobs, force=force)
-            queued += len(jobs)
-            after = jobs[-1][0]
+        with catalog.session() as session:
+            if force or retry_failed:
+                vector_work.forget(session, fingerprint, every=force)
+            queued = repository.pending_vectors(session, fingerprint)[0]
+        if queued:
+            dispatcher.nudge_embed()
     finally:
         dispatcher.close()
     click.echo(f"queued {queued} documents for embedding ({fingerprint})")

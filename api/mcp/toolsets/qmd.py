@@ -4,7 +4,7 @@
 ``query`` — a thin adapter over :class:`ldims.qmd.Qmd`.
 
 Names, parameters and defaults are the seed's; texts and shapes are qmd 2.8.3's where the
-seed is silent (see the README's qmd section for what deliberately differs).
+seed is silent (see docs/mcp.md's qmd section for what deliberately differs).
 
 (No ``from __future__ import annotations`` here: the SDK reads the tools' annotations.)
 """
@@ -97,11 +97,29 @@ class QmdCollection(BaseModel):
     lastUpdated: str  # noqa: N815
 
 
+class QmdEmbeddingBacklog(BaseModel):
+    documents: int = Field(description="Your completed documents still without (all) vectors")
+    chunks: int = Field(description="Their chunks still to embed")
+    failedDocuments: int = Field(  # noqa: N815
+        description="Documents some of whose chunks could not be embedded (not retried)"
+    )
+    chunksPerSecond: float | None = Field(  # noqa: N815
+        description="Your chunks embedded per second lately (null: none lately)"
+    )
+    etaSeconds: float | None = Field(  # noqa: N815
+        description="Estimated seconds until your backlog is embedded (null: unknown)"
+    )
+    summary: str
+
+
 class QmdStatusOutput(BaseModel):
     totalDocuments: int  # noqa: N815
     needsEmbedding: int  # noqa: N815
     hasVectorIndex: bool  # noqa: N815
     collections: list[QmdCollection]
+    embeddingBacklog: QmdEmbeddingBacklog | None = Field(  # noqa: N815
+        None, description="What is still to embed (null: semantic search is off)"
+    )
 
 
 SearchAnswer = Annotated[CallToolResult, QmdSearchOutput]
@@ -124,7 +142,8 @@ Six tools, fastest first:
   a part ends with `[... truncated …  Continue with get …]`; make that call to read on.
 - **multi_get** — several documents: a glob (`notes/**/*.md`), a comma list of paths or
   docids; files over `maxBytes` (10240) are skipped with a notice, `maxLines` truncates.
-- **status** — collections, document counts, whether vectors exist.
+- **status** — collections, document counts, whether vectors exist, and what is still to
+  embed (chunks, the recent rate, the time to done).
 
 Strategy: search or query first; read the `snippet` (numbered `N: text` lines) and the
 `context` (what the folder holds); then `get` the file from a little before the result's
@@ -276,8 +295,9 @@ def register(server: LdimsMCP) -> None:
 
     @server.tool(
         name="status",
-        description="Show the status of the QMD index: collections, document counts, and "
-        "whether vectors exist.",
+        description="Show the status of the QMD index: collections, document counts, "
+        "whether vectors exist, and the embedding backlog (your documents and chunks still to "
+        "embed, the recent rate in chunks/s and the estimated time to done).",
         annotations=READ_ONLY,
     )
     async def status(ctx: Context) -> StatusAnswer:
@@ -287,6 +307,10 @@ def register(server: LdimsMCP) -> None:
             f"  Total documents: {found.totalDocuments}",
             f"  Needs embedding: {found.needsEmbedding}",
             f"  Vector index: {'yes' if found.hasVectorIndex else 'no'}",
+        ]
+        if found.embeddingBacklog is not None:
+            lines.append(f"  Embedding backlog: {found.embeddingBacklog.summary}")
+        lines += [
             f"  Collections: {len(found.collections)}",
         ]
         for collection in found.collections:
