@@ -123,6 +123,27 @@ class Names:
     sql: bool
 
 
+class Budget:
+    """The run's time: every wait is bounded by what is left of it, so the short form ends with
+    a report naming the phase that ran out, before the test's own timeout would kill it mute."""
+
+    def __init__(self, seconds: float) -> None:
+        self.started = time.monotonic()
+        self.ends = self.started + seconds
+        self.phase = "start"
+
+    def enter(self, phase: str) -> None:
+        self.phase = phase
+        print(f"[{time.monotonic() - self.started:6.1f}s] {phase}", file=sys.stderr, flush=True)
+
+    def left(self, cap: float) -> float:
+        """``cap`` seconds, or what is left of the run if less (at least one)."""
+        return max(1.0, min(cap, self.ends - time.monotonic()))
+
+
+BUDGET = Budget(float("inf"))
+
+
 # --- setup -------------------------------------------------------------------------------------
 
 
@@ -186,7 +207,7 @@ def cli(data_dir: Path, env: dict[str, str], *args: str) -> str:
         cwd=data_dir,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=BUDGET.left(300),
     )
     if done.returncode != 0:
         raise RuntimeError(f"ldims {' '.join(args)} failed:\n{done.stderr[-2000:]}")
@@ -210,6 +231,7 @@ def counts(client: httpx.Client) -> Counter[str]:
 
 def wait_idle(client: httpx.Client, timeout: float) -> Counter[str]:
     """The counts once nothing is queued or processing (raise after ``timeout``)."""
+    timeout = BUDGET.left(timeout)
     deadline = time.monotonic() + timeout
     while True:
         found = counts(client)
@@ -222,6 +244,7 @@ def wait_idle(client: httpx.Client, timeout: float) -> Counter[str]:
 
 async def wait_vectors(url: str, timeout: float) -> int:
     """qmd ``status``'s ``needsEmbedding`` once it is 0, or when ``timeout`` runs out."""
+    timeout = BUDGET.left(timeout)
     deadline = time.monotonic() + timeout
     async with session(url) as client:
         while True:
@@ -516,7 +539,15 @@ def main() -> None:
     parser.add_argument("--write-every", type=float, default=0.5)
     parser.add_argument("--embedding-model", default="use")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="seconds the whole run may take (short form: 300; long form: no limit)",
+    )
     args = parser.parse_args()
+    global BUDGET
+    BUDGET = Budget(args.budget or (300.0 if args.short else float("inf")))
     clients = args.clients or (4 if args.short else 16)
     seconds = args.seconds or (20.0 if args.short else 600.0)
     warmup = args.warmup if args.warmup is not None else (5.0 if args.short else 60.0)
@@ -527,13 +558,21 @@ def main() -> None:
     database = create_sql_database()
     env = server_settings(args.embedding_model, database)
     server: Server | None = None
+    text, passed = "", False
     try:
+        BUDGET.enter("starting ldims serve")
         server = launch_serve(data_dir, env)
-        wait_healthy(server, 120)
+        wait_healthy(server, BUDGET.left(120))
         asyncio.run(
-            wait_ready(Server(server.process, f"{server.url}/mcp", server.log_path), TENANT)
+            wait_ready(
+                Server(server.process, f"{server.url}/mcp", server.log_path),
+                TENANT,
+                timeout=BUDGET.left(60),
+            )
         )
+        BUDGET.enter("stable set: uploading and processing")
         names, setup = prepare(server.url, data_dir, env, folder, args.embedding_model, database)
+        BUDGET.enter("readers and writers")
         ops = operations(names)
         results: dict[str, Op] = {}
         writes = Writes()
@@ -559,12 +598,15 @@ def main() -> None:
 
         asyncio.run(readers())
         stop.set()
-        writer.join(120)
+        BUDGET.enter("writers stopping")
+        writer.join(BUDGET.left(120))
         sampler.join(10)
+        BUDGET.enter("pipeline settling")
         with httpx.Client(
             base_url=server.url, headers={TENANT_HEADER: TENANT}, timeout=60
         ) as client:
             settled = wait_idle(client, 600)
+        BUDGET.enter("consistency check")
         problems = consistency(data_dir, folder, args.embedding_model)
         warm_end = start + (seconds / 5 if not args.short else 0)
         text, passed = report(
@@ -580,6 +622,8 @@ def main() -> None:
             rss_rows(samples, warm_end),
             names,
         )
+    except (RuntimeError, subprocess.TimeoutExpired, httpx.HTTPError) as exc:
+        text = stalled(args, exc, server)
     finally:
         if server is not None:
             stop_server(server)
@@ -587,9 +631,29 @@ def main() -> None:
         shutil.rmtree(folder, ignore_errors=True)
         drop_sql_database(database)
     publish(text, args.output)
-    if not args.short:
+    if not args.short and passed:
         publish_section(RELIABILITY, "load", "## Under load\n\n" + text.split("\n", 1)[1])
     sys.exit(0 if passed else 1)
+
+
+def stalled(args: argparse.Namespace, exc: BaseException, server: Server | None) -> str:
+    """The report of a run that could not finish: the phase, what went wrong, the server's log."""
+    elapsed = time.monotonic() - BUDGET.started
+    lines = [
+        f"# Load harness ({'short' if args.short else 'long'} form)",
+        "",
+        machine_line(),
+        "",
+        f'**FAIL** the run ended in the phase "{BUDGET.phase}" after {elapsed:.0f} s: '
+        f"{type(exc).__name__}: {str(exc)[:2000]}",
+        "",
+        "The server's log, last lines:",
+        "",
+        "```",
+        server.log_tail(80) if server is not None else "(no server)",
+        "```",
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def prepare(
@@ -602,14 +666,17 @@ def prepare(
         cli(data_dir, env, "collection", "add", str(folder), "--name", "notes")
         settled = wait_idle(client, 600)
         statuses = {d: client.get(f"/api/documents/{d}").json()["status"] for d in documents}
+    BUDGET.enter("stable set: waiting for vectors")
     pending = asyncio.run(wait_vectors(url, 600)) if model != "none" else 0
+    if pending:  # a few dozen documents' vectors take seconds: the embed stage is stuck
+        raise RuntimeError(f"{pending} chunks still without vectors")
     # The readers ask only for what completed (a corpus file that fails is not their error).
     completed = [d for d in documents if statuses[d] == "completed"]
     paths = [f"notes/{path.name}" for path in sorted(folder.glob("*.md"))]
     setup = (
         f"stable set: {len(STABLE)} corpus files and {len(paths)} folder notes, "
-        f"{settled['completed']} completed, {settled['failed']} failed, {pending} chunks "
-        f"without vectors, ready in {time.monotonic() - started:.0f}s"
+        f"{settled['completed']} completed, {settled['failed']} failed, all with vectors, "
+        f"ready in {time.monotonic() - started:.0f}s"
     )
     return Names(completed, paths, database is not None), setup
 

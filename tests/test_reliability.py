@@ -48,7 +48,7 @@ def short_run(harness: str, output: Path, timeout: float) -> str:
 
 
 def test_the_short_load_run_passes_every_verdict(tmp_path: Path) -> None:
-    report = short_run("load.py", tmp_path / "load.md", 280)
+    report = short_run("load.py", tmp_path / "load.md", 400)
     verdicts = [line for line in report.splitlines() if line.startswith("**")]
     assert len(verdicts) == 3 and all(line.startswith("**PASS**") for line in verdicts), report
     # Every toolset was driven, and every operation had successful calls.
