@@ -165,7 +165,10 @@ class DocumentReader:
     def extract_file(self, caller: Caller, document_id: str) -> tuple[Document, Path]:
         """The stored extract of a completed document (to read in pieces:
         :mod:`ldims.documents.extract_text`), or the error its state calls for."""
-        document = self.get(caller, document_id)
+        return self.extract_of(self.get(caller, document_id))
+
+    def extract_of(self, document: Document) -> tuple[Document, Path]:
+        """:meth:`extract_file` of a record already read for its caller (a batch read once)."""
         if document.status in (DocumentStatus.QUEUED.value, DocumentStatus.PROCESSING.value):
             raise StillProcessing(documentId=document.public_id, documentStatus=document.status)
         if document.status == DocumentStatus.FAILED.value:

@@ -11,7 +11,9 @@ is deliberately not as qmd 2.8.3 does it is listed in docs/mcp.md (qmd toolset).
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from rapidfuzz import process
@@ -21,7 +23,7 @@ from wcmatch import glob
 
 from indexer import qmd_title
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, DocumentStatus, public_document_id
+from ldims.catalog import Catalog, Document, DocumentStatus, public_document_id, repository
 from ldims.documents import Documents, explained
 from ldims.documents.extract_text import (
     Window,
@@ -371,16 +373,17 @@ class Qmd:
             raise NoFilesMatched(f"No files matched pattern: {pattern}", pattern=pattern)
         entries = []
         contexts = self.library.contexts(caller)  # once, not per file
+        records = self._records(caller, files[:MAX_LIMIT])  # once, not per file
         answer = self.settings.mcp_max_content_chars
         per_file = min(max_bytes, answer)  # qmd's bound, within one read's
         for file in files[:MAX_LIMIT]:
             try:
-                part = self._window(caller, file, per_file)
+                part = self._window(caller, file, per_file, record=records.get(file.document_id))
             except (LdimsError, OSError) as exc:  # the file's error, not the call's
                 errors.append(f"{file.display_path}: {getattr(exc, 'message', None) or exc}")
                 continue
             if part.next_line is not None:
-                size = self._length(caller, file)
+                size = self._length(caller, file, records.get(file.document_id))
                 reason = f"File too large ({round(size / 1024)}KB > {round(per_file / 1024)}KB)"
                 entries.append(MultiGetEntry(file.display_path, skipped=_skipped(file, reason)))
                 continue
@@ -538,7 +541,7 @@ class Qmd:
         except TooManyPatterns as exc:
             raise InvalidInput(f"The pattern's {exc}.", field="pattern") from None
         matched = []
-        for file in self._query(caller, limit=GLOB_SCAN):
+        for file in self._query(caller, *_glob_prefilter(pattern), limit=GLOB_SCAN):
             forms = (f"qmd://{file.display_path}", file.path, file.display_path)
             if any(matcher.match(form) for form in forms):
                 matched.append(file)
@@ -609,10 +612,11 @@ class Qmd:
         from_char: int = 0,
         max_lines: int | None = None,
         numbered: bool = False,
+        record: Document | None = None,
     ) -> Window:
         """Lines of the document's text within ``limit`` characters, read from its extract
-        in pieces (never the whole text in memory)."""
-        _, path = self.documents.reader.extract_file(caller, public_document_id(file.document_id))
+        in pieces (never the whole text in memory); ``record``: its catalog row, if read."""
+        path = self._extract(caller, file, record)
         return read_extract(
             path,
             lambda: window(
@@ -623,10 +627,23 @@ class Qmd:
             ),
         )
 
-    def _length(self, caller: Caller, file: QmdFile) -> int:
+    def _records(self, caller: Caller, files: list[QmdFile]) -> dict[str, Document]:
+        """The catalog rows of ``files`` (the caller's), in one query."""
+        with self.catalog.session() as session:
+            found = repository.get_documents(session, {file.document_id for file in files})
+        return {key: row for key, row in found.items() if row.tenant == caller.tenant}
+
+    def _extract(self, caller: Caller, file: QmdFile, record: Document | None) -> Path:
+        """The file's stored extract, or the error its state calls for."""
+        reader = self.documents.reader
+        if record is None:
+            return reader.extract_file(caller, public_document_id(file.document_id))[1]
+        return reader.extract_of(record)[1]
+
+    def _length(self, caller: Caller, file: QmdFile, record: Document | None = None) -> int:
         """The length of the document's text, from its extract's remembered sizes (a glob
         over many large files walks each once, not on every multi_get)."""
-        _, path = self.documents.reader.extract_file(caller, public_document_id(file.document_id))
+        path = self._extract(caller, file, record)
         measures = text_measures(path)
         markers = sum(len(_page_marker(number)) for number in range(2, measures.pages + 1))
         return measures.page_chars + markers
@@ -713,6 +730,27 @@ def _check_limit(limit: int) -> None:
 
 def _at(collection: str, path: str) -> tuple[object, ...]:
     return (Document.collection == collection, *_named(path))
+
+
+def _glob_prefilter(pattern: str) -> tuple[object, ...]:
+    """The catalog's pre-selection for a glob: the rows one of the three forms of whose name
+    starts with the pattern's literal head (before its first ``* ? [ {`` or escape). Done by
+    the database, it spares matching every row of the tenant in Python (a glob of ten files
+    among thousands); LIKE is case-blind on SQLite, so it selects a superset there and the
+    glob decides."""
+    head = re.split(r"[*?\[{\\]", pattern, maxsplit=1)[0]
+    if not head:
+        return ()
+    like = head.replace("#", "##").replace("%", "#%").replace("_", "#_") + "%"
+    path = func.coalesce(Document.source_path, Document.name)
+    display = Document.collection + "/" + path
+    return (
+        or_(
+            path.like(like, escape="#"),
+            display.like(like, escape="#"),
+            ("qmd://" + display).like(like, escape="#"),
+        ),
+    )
 
 
 def _named(path: str) -> tuple[object, ...]:
