@@ -81,6 +81,7 @@ def check_query(parsed: Query, snapshot: Snapshot, limits: SearchLimits, tenant:
         )
     if cost.phrases > limits.max_phrases:
         raise QueryOverBudget(_too_many_phrases(cost.phrases, limits))
+
     # Arrays read a term once per search; every walk steps through its postings again.
     def frequency(key: tuple[str, bytes]) -> int:
         return snapshot.tenant_frequency(tenant, key)

@@ -163,6 +163,42 @@ class Lexicon:
         self.path = folder / FILE
         self._lock = threading.Lock()
 
+    # --- whether it holds every document (see workers.lexicon_sync) ----------------------------
+    @property
+    def complete(self) -> bool:
+        """Whether the file holds every indexed document: it was rebuilt (or started with the
+        index), or it is of a version that always wrote it. A file a writer had to create
+        beside a full index is not."""
+        if not self.path.exists():
+            return False
+        connection = self._connect(readonly=True)
+        try:
+            names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master")}
+            if "meta" not in names:
+                return "rows" in names  # written before this flag: always with the index
+            row = connection.execute("SELECT value FROM meta WHERE key = 'complete'").fetchone()
+            return row is not None and row[0] == "1"
+        finally:
+            connection.close()
+
+    def mark_complete(self) -> None:
+        with self._lock:
+            connection = self._connect(readonly=False)
+            try:
+                connection.execute("UPDATE meta SET value = '1' WHERE key = 'complete'")
+                connection.commit()
+            finally:
+                connection.close()
+
+    def drop(self) -> bool:
+        """Remove the file (and SQLite's journal files); whether there was one."""
+        with self._lock:
+            existed = self.path.exists()
+            for suffix in ("", "-wal", "-shm"):
+                with contextlib.suppress(FileNotFoundError):
+                    Path(f"{self.path}{suffix}").unlink()
+            return existed
+
     # --- writing (the index worker) ------------------------------------------------------------
     @contextlib.contextmanager
     def writer(self) -> Iterator[LexiconWriter]:
@@ -244,6 +280,12 @@ class Lexicon:
         connection = sqlite3.connect(self.path, timeout=30)
         connection.execute("PRAGMA journal_mode=WAL")
         exists = connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'rows'").fetchone()
+        if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+            # A file of an earlier version (rows, no flag) was always written with the index:
+            # complete. A new one is not until a rebuild says so (mark_complete).
+            connection.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            connection.execute("INSERT INTO meta VALUES ('complete', ?)", ("1" if exists else "0",))
+            connection.commit()
         if exists and not _has_line_start(connection):
             # A file of one row per document: its rows kept (rowids too), the new columns added.
             connection.execute("ALTER TABLE rows RENAME TO rows_whole")

@@ -23,7 +23,7 @@ import contextlib
 import fcntl
 import logging
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -127,6 +127,7 @@ class DocumentIndex:
         vectors: VectorStore | None = None,
         reranker: Reranker | None = None,
         calibrations: Calibrations | None = None,
+        lexical: bool = True,
     ) -> None:
         check_whoosh_version()  # the writer and the postings reader use its internals
         self.root = root
@@ -146,8 +147,10 @@ class DocumentIndex:
         self._searchers = SearcherPool(
             self.path, max_idle=max_idle_searchers, max_open=max_searchers
         )
-        # qmd's BM25 (SQLite FTS5), written in the same batches (see indexer.lexicon).
+        # qmd's BM25 (SQLite FTS5), written in the same batches (see indexer.lexicon) when
+        # ``lexical`` (the qmd toolset is served); see workers.lexicon_sync.
         self.lexicon = Lexicon(self.path)
+        self.lexical = lexical
 
     # --- opening ---------------------------------------------------------------------------
     def _open_or_create(self) -> whoosh_index.Index:
@@ -200,20 +203,26 @@ class DocumentIndex:
                 yield batch
             finally:
                 batch.close()
-        if batch.lexical:
-            with self.lexicon.writer() as lexical:
-                for document_id, document in batch.lexical:
-                    if document is None:
-                        lexical.delete(document_id)
-                    else:
-                        lexical.replace(
-                            document_id,
-                            document.tenant,
-                            document.collection,
-                            document.name,
-                            qmd_title(document.title, document.name),
-                            full_text(document),
-                        )
+        if self.lexical:
+            self.write_lexicon(batch.lexical)
+
+    def write_lexicon(self, changes: Sequence[tuple[str, IndexedDocument | None]]) -> None:
+        """qmd's FTS5 rows of these documents (``None``: deleted), in one transaction."""
+        if not changes:
+            return
+        with self.lexicon.writer() as lexical:
+            for document_id, document in changes:
+                if document is None:
+                    lexical.delete(document_id)
+                else:
+                    lexical.replace(
+                        document_id,
+                        document.tenant,
+                        document.collection,
+                        document.name,
+                        qmd_title(document.title, document.name),
+                        full_text(document),
+                    )
 
     def replace_document(self, document: IndexedDocument) -> None:
         """Make ``document``'s chunks the only ones indexed under its id (one commit)."""

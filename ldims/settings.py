@@ -975,6 +975,12 @@ class Settings(BaseSettings):
         return self.data_dir / "vector-store"
 
     @property
+    def qmd_lexicon(self) -> bool:
+        """Whether the index keeps qmd's FTS5 lexicon: only while the qmd toolset is served
+        (unset toolsets serve it: it needs nothing)."""
+        return self.toolsets is None or "qmd" in self.toolsets
+
+    @property
     def semantic_enabled(self) -> bool:
         """Whether chunks are embedded and semantic search uses their vectors."""
         return bool(self.embedding_url) or self.embedding_model != "none"

@@ -64,7 +64,13 @@ class Runtime:
 
     @functools.cached_property
     def index(self) -> DocumentIndex:
-        return DocumentIndex(self.settings.index_dir)
+        """The index, opened by the index worker (its single writer): the qmd lexicon made to
+        follow the qmd toolset first (see :mod:`workers.lexicon_sync`)."""
+        from workers.lexicon_sync import follow_toolset  # it builds on this module
+
+        index = DocumentIndex(self.settings.index_dir, lexical=self.settings.qmd_lexicon)
+        follow_toolset(self.settings, index, self.catalog, self.extracts)
+        return index
 
     @functools.cached_property
     def vectors(self) -> VectorStore:

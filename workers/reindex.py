@@ -17,21 +17,26 @@ from indexer import SCHEMA_VERSION, DocumentIndex, replace_folder
 from ldims.catalog import Catalog, DocumentStatus, repository, utcnow
 from ldims.settings import Settings
 from workers.extracts import ExtractStore
+from workers.lexicon_sync import follow_toolset
 from workers.pipeline import indexed_document
 
 log = logging.getLogger(__name__)
 
 
 def rebuild_if_needed(settings: Settings) -> int | None:
-    """Rebuild when this version's index is not ready; the number of documents, or None."""
-    index = DocumentIndex(settings.index_dir)
-    if index.ready:
-        return None
+    """Rebuild when this version's index is not ready; the number of documents, or None.
+    The qmd lexicon is made to follow the qmd toolset either way (:mod:`workers.lexicon_sync`)."""
+    index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
     catalog = Catalog(settings.catalog_url)
+    if index.ready:
+        follow_toolset(settings, index, catalog, ExtractStore(settings.extracts_dir))
+        return None
     with catalog.session() as session:
         if not repository.completed_documents(session, limit=1):
             index.mark_ready()  # nothing to rebuild from: a new install
+            follow_toolset(settings, index, catalog, ExtractStore(settings.extracts_dir))
             return None
+    index.close()
     return rebuild(settings)
 
 
@@ -44,7 +49,7 @@ def rebuild(
     started = utcnow()
     name = f"v{SCHEMA_VERSION}.building"
     shutil.rmtree(settings.index_dir / name, ignore_errors=True)
-    building = DocumentIndex(settings.index_dir, folder=name)
+    building = DocumentIndex(settings.index_dir, folder=name, lexical=settings.qmd_lexicon)
     count = 0
     last_id = ""
     while True:
@@ -64,6 +69,8 @@ def rebuild(
     # One segment before readers see it: a fresh rebuild is the cheapest time to merge.
     building.optimize()
     building.mark_ready()
+    if building.lexical:
+        building.lexicon.mark_complete()
     building.close()
     replace_folder(settings.index_dir, building.path)
     _catch_up(settings, catalog, extracts, started)
@@ -75,7 +82,7 @@ def _catch_up(
     settings: Settings, catalog: Catalog, extracts: ExtractStore, since: datetime
 ) -> None:
     """Re-apply what the index worker wrote to the old folder while the new one was built."""
-    index = DocumentIndex(settings.index_dir)
+    index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
     with catalog.session() as session:
         changed = repository.changed_since(session, since)
     with index.batch() as batch:

@@ -1,0 +1,62 @@
+"""qmd's FTS5 lexicon follows the qmd toolset.
+
+The lexicon (:mod:`indexer.lexicon`) serves only the qmd toolset's ``search``; with the toolset
+off (``LDIMS_TOOLSETS`` without ``"qmd"``) the index worker writes no lexicon rows, and the file
+is removed — no document's text stays in a store nothing reads or keeps current. When the
+toolset is on and the lexicon is not complete (it was removed, or a writer had to start one
+beside a full index), it is rebuilt from the catalog and the stored extractions before the
+index worker writes its first batch.
+
+Run by the single index writer only: ``ldims serve`` and ``ldims reindex`` before the workers
+start, and the index worker when it first opens the index (``workers.pipeline.Runtime``), so
+no other writer changes a document while its rows are rewritten.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from indexer import DocumentIndex
+from ldims.catalog import Catalog, Document, repository
+from ldims.settings import Settings
+from workers.extracts import ExtractStore
+from workers.pipeline import indexed_document
+
+log = logging.getLogger(__name__)
+
+
+def follow_toolset(
+    settings: Settings,
+    index: DocumentIndex,
+    catalog: Catalog,
+    extracts: ExtractStore,
+    batch_size: int = 200,
+) -> int | None:
+    """Remove the lexicon (toolset off) or rebuild it (on, and not complete); the documents
+    rebuilt, or None when nothing was rebuilt."""
+    lexicon = index.lexicon
+    if not settings.qmd_lexicon:
+        if lexicon.drop():
+            log.info("the qmd toolset is off: its lexicon removed")
+        return None
+    if lexicon.complete:
+        return None
+    count, last_id = 0, ""
+    while documents := _completed(catalog, last_id, batch_size):
+        changes = []
+        for document in documents:
+            fmt = document.format or ""
+            if document.sha256 and extracts.exists(document.sha256, fmt):
+                loaded = indexed_document(document, extracts.load(document.sha256, fmt))
+                changes.append((document.id, loaded))
+        index.write_lexicon(changes)
+        count += len(changes)
+        last_id = documents[-1].id
+    lexicon.mark_complete()
+    log.info("the qmd toolset's lexicon rebuilt with %d documents", count)
+    return count
+
+
+def _completed(catalog: Catalog, after: str, limit: int) -> list[Document]:
+    with catalog.session() as session:
+        return repository.completed_documents(session, after, limit)
