@@ -77,11 +77,11 @@ from mcp_load import error_code, wait_ready
 from report import machine_line, markdown_table, ms, percentile, publish, publish_section
 from servers import ProcessTree, Server, server_env
 
-from indexer import DocumentIndex
 from ldims.caller import TENANT_HEADER
-from ldims.catalog import Catalog, Document
-from ldims.semantic import vector_store
+from ldims.catalog import Document
 from ldims.settings import Settings
+from workers.consistency import DESCRIPTIONS, inspect
+from workers.pipeline import Runtime
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT.parent / "shared" / "corpus" / "docs"
@@ -470,53 +470,29 @@ def rss_rows(
 
 
 def consistency(data_dir: Path, folder: Path, model: str) -> list[str]:
-    """What disagrees between catalog, index, vectors and the folder collection (empty: all)."""
+    """What disagrees between the catalog and every store (``ldims check``'s inspection:
+    index versions, qmd's lexicon, vectors, originals, extractions, nothing stuck) and
+    between the folder and its collection (empty: all agree)."""
     settings = Settings(data_dir=data_dir, embedding_model=model)
-    problems: list[str] = []
-    catalog = Catalog(settings.catalog_url)
+    runtime = Runtime(settings)
     try:
-        with catalog.session() as session_:
+        found = inspect(runtime)
+        with runtime.catalog.session() as session_:
             documents = list(session_.query(Document).filter(Document.tenant == TENANT))
     finally:
-        catalog.dispose()
+        runtime.catalog.dispose()
+    problems = [
+        f"{len(items)} {DESCRIPTIONS[kind]}: {items[:5]}"
+        for kind, items in found.kinds().items()
+        if items
+    ]
     unfinished = [d.id for d in documents if d.status not in ("completed", "failed")]
-    failed_without_code = [d.id for d in documents if d.status == "failed" and not d.error_code]
-    completed = {d.id: d for d in documents if d.status == "completed"}
     if unfinished:
         problems.append(f"{len(unfinished)} documents not final: {unfinished[:5]}")
-    if failed_without_code:
+    if failed_without_code := [
+        d.id for d in documents if d.status == "failed" and not d.error_code
+    ]:
         problems.append(f"{len(failed_without_code)} failed without a code")
-    index = DocumentIndex(settings.index_dir)
-    try:
-        indexed = {key for key in index.document_ids() if key.startswith(f"{TENANT}/")}
-        if orphans := indexed - completed.keys():
-            problems.append(
-                f"{len(orphans)} documents in the index the catalog lacks: {sorted(orphans)[:5]}"
-            )
-        if missing := completed.keys() - indexed:
-            problems.append(
-                f"{len(missing)} completed documents missing from the index: {sorted(missing)[:5]}"
-            )
-        stale = [
-            key
-            for key in completed.keys() & indexed
-            if index.indexed_versions(key) != {completed[key].version}
-        ]
-        if stale:
-            problems.append(f"{len(stale)} documents indexed at another version: {stale[:5]}")
-    finally:
-        index.close()
-    if settings.semantic_enabled:
-        stored = {
-            key for key in vector_store(settings).document_ids() if key.startswith(f"{TENANT}/")
-        }
-        if orphans := stored - completed.keys():
-            problems.append(f"{len(orphans)} documents with vectors the catalog lacks")
-        embedded = {
-            key for key, d in completed.items() if d.vectors_sha256 == d.sha256 and d.chunk_count
-        }
-        if missing := embedded - stored:
-            problems.append(f"{len(missing)} documents the catalog says embedded lack vectors")
     files = {f"{path.name}" for path in folder.glob("*.md")}
     in_collection = {d.source_path for d in documents if d.collection == "notes" and d.source_path}
     if files != in_collection:

@@ -181,6 +181,18 @@ class Lexicon:
         finally:
             connection.close()
 
+    def document_ids(self) -> set[str]:
+        """The documents with rows (for ``ldims check``)."""
+        if not self.path.exists():
+            return set()
+        connection = self._connect(readonly=True)
+        try:
+            if not connection.execute("SELECT 1 FROM sqlite_master WHERE name = 'rows'").fetchone():
+                return set()
+            return {row[0] for row in connection.execute("SELECT DISTINCT document_id FROM rows")}
+        finally:
+            connection.close()
+
     def mark_complete(self) -> None:
         with self._lock:
             connection = self._connect(readonly=False)

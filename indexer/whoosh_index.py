@@ -351,6 +351,15 @@ class DocumentIndex:
             hits = searcher.search(Term("document_id", document_id), limit=None)
             return {hit["version"] for hit in hits}
 
+    def versions(self) -> dict[str, set[int]]:
+        """Every live document's indexed versions (one each when healthy), read chunk by chunk
+        (``ldims check``'s full comparison; the reconciler's sweep reads ids only)."""
+        found: dict[str, set[int]] = {}
+        with self.searcher() as searcher:
+            for fields in searcher.reader().all_stored_fields():
+                found.setdefault(fields["document_id"], set()).add(fields["version"])
+        return found
+
     def document_ids(self) -> set[str]:
         """The ids of the documents with at least one live chunk (the reconciler's sweep).
 

@@ -68,7 +68,7 @@ def index_all(rt: Runtime) -> None:
     """What the index worker does with the two documents."""
     with rt.catalog.session() as session:
         documents = list(session.query(Document))
-    with rt.index.batch() as batch:
+    with rt.index_writer.batch() as batch:
         for document in documents:
             result = rt.extracts.load(document.sha256 or "", document.format or "")
             batch.replace(indexed_document(document, result))
@@ -95,11 +95,13 @@ def test_switched_off_the_lexicon_is_removed_and_switched_on_it_is_rebuilt(data:
     on.index.close()
 
     off = runtime(data, ["documents", "guide"])
-    off.index  # the index worker opens it
+    assert off.index_writer is off.index  # the index worker opens it
     assert not lexicon.path.exists()
     off.index.close()
 
     again = runtime(data, ["qmd"])
+    assert hits(again.index, "heron") == []  # a reader does not rebuild it
+    assert again.index_writer is again.index  # the index worker opens it
     assert hits(again.index, "heron") == ["acme/aaaa"]
     assert hits(again.index, "mallard") == ["acme/bbbb"]
     assert again.index.lexicon.complete

@@ -58,6 +58,10 @@ class Dispatcher:
         else:
             self.extract(document_id, sha256)
 
+    def index(self, document_id: str, sha256: str) -> None:
+        """Index this version again from its stored extraction (``ldims check --repair``)."""
+        self._send("ldims.index", document_id, sha256)
+
     def fetch(self, document_id: str, url: str) -> None:
         self._send("ldims.fetch", document_id, url)
 

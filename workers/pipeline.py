@@ -56,6 +56,7 @@ class Runtime:
     catalog: Catalog = field(init=False)
     blobs: BlobStore = field(init=False)
     extracts: ExtractStore = field(init=False)
+    _lexicon_followed: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
         self.catalog = Catalog(self.settings.catalog_url)
@@ -64,13 +65,19 @@ class Runtime:
 
     @functools.cached_property
     def index(self) -> DocumentIndex:
-        """The index, opened by the index worker (its single writer): the qmd lexicon made to
-        follow the qmd toolset first (see :mod:`workers.lexicon_sync`)."""
-        from workers.lexicon_sync import follow_toolset  # it builds on this module
+        """The index, to read (a writer takes :attr:`index_writer`)."""
+        return DocumentIndex(self.settings.index_dir, lexical=self.settings.qmd_lexicon)
 
-        index = DocumentIndex(self.settings.index_dir, lexical=self.settings.qmd_lexicon)
-        follow_toolset(self.settings, index, self.catalog, self.extracts)
-        return index
+    @property
+    def index_writer(self) -> DocumentIndex:
+        """The index as its single writer (the index worker) writes it: the first time, the
+        qmd lexicon made to follow the qmd toolset (see :mod:`workers.lexicon_sync`)."""
+        if not self._lexicon_followed:
+            from workers.lexicon_sync import follow_toolset  # it builds on this module
+
+            follow_toolset(self.settings, self.index, self.catalog, self.extracts)
+            self._lexicon_followed = True
+        return self.index
 
     @functools.cached_property
     def vectors(self) -> VectorStore:
@@ -345,7 +352,7 @@ def _write(
 ) -> None:
     """Write ``part`` in one commit (a document that fails is tried alone), then complete."""
     try:
-        failed = _commit(rt.index, part)
+        failed = _commit(rt.index_writer, part)
     except Exception as exc:
         # The commit itself failed (lock, disk): nothing of the part was written.
         error = _transient(exc)
@@ -358,7 +365,7 @@ def _write(
     written = [loaded for loaded in part if loaded not in failed]
     for loaded in failed:
         try:
-            _commit(rt.index, [loaded], alone=True)
+            _commit(rt.index_writer, [loaded], alone=True)
         except Exception as exc:
             _settle(rt, loaded.job, exc, later)
         else:
@@ -423,7 +430,7 @@ def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) ->
                 gone.append(job.document_id)
     if gone:
         try:
-            rt.index.delete_documents(gone)
+            rt.index_writer.delete_documents(gone)
         except IndexBusy:
             log.warning("%d deleted documents left in the index for the reconciler", len(gone))
 
@@ -519,7 +526,7 @@ def delete_from_index(rt: Runtime, document_ids: list[str]) -> list[str]:
         kept = repository.existing_ids(session, set(document_ids))
     gone = [document_id for document_id in document_ids if document_id not in kept]
     try:
-        rt.index.delete_documents(gone)
+        rt.index_writer.delete_documents(gone)
     except IndexBusy as exc:
         raise TransientError("INDEX_BUSY", str(exc)) from exc
     return gone
@@ -528,7 +535,7 @@ def delete_from_index(rt: Runtime, document_ids: list[str]) -> list[str]:
 def optimize_index(rt: Runtime) -> None:
     """Merge the index's segments into one."""
     try:
-        rt.index.optimize()
+        rt.index_writer.optimize()
     except IndexBusy as exc:
         raise TransientError("INDEX_BUSY", str(exc)) from exc
     finally:

@@ -1,4 +1,5 @@
-"""The reconciler: re-drives documents that stopped moving, and sweeps index orphans.
+"""The reconciler: re-drives documents that stopped moving (its sweep of orphans in the
+index and the vectors is :mod:`workers.consistency`'s, run by ``ldims.reconcile``).
 
 A document can stall when a worker dies and its message waits out the visibility
 timeout, when Redis lost a queued message (the embedded one is persisted, a production
@@ -88,14 +89,3 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
             "reconciler: re-driving %d documents, %d given up", redriven, len(report.failed)
         )
     return report
-
-
-def sweep_index_orphans(rt: Runtime) -> int:
-    """Remove chunks of documents the catalog no longer has (a delete whose task was lost)."""
-    with rt.catalog.session() as session:
-        known = repository.all_document_ids(session)
-    orphans = sorted(rt.index.document_ids() - known)
-    if orphans:
-        rt.index.delete_documents(orphans)
-        log.warning("reconciler: removed %d orphaned documents from the index", len(orphans))
-    return len(orphans)

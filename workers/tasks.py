@@ -34,7 +34,7 @@ from ldims.errors import (
 )
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
-from workers import batching, embed, pipeline, reconcile
+from workers import batching, consistency, embed, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
 from workers.queues import EMBED_QUEUE, EXTRACT_SINGLE_QUEUE, OCR_QUEUE
 
@@ -496,11 +496,18 @@ def run_reconcile() -> dict[str, int]:
         _send(ocr, document_id, sha256)
     for document_id, sha256 in report.index:
         _send(index, document_id, sha256)
-    report.orphans_removed = reconcile.sweep_index_orphans(rt)
+    # The stores' cheap agreement (`ldims check` is the whole one, by the same code): chunks
+    # and vectors of documents the catalog no longer has (a delete whose task was lost).
+    found = consistency.inspect(rt, deep=False)
+    consistency.repair(rt, found, **_repairers(rt))
+    report.orphans_removed = len(found.index_orphans) + len(found.vector_orphans)
+    if report.orphans_removed:
+        log.warning("reconciler: removed %d orphaned documents", report.orphans_removed)
     vectors = 0
     if _settings.semantic_enabled:
         fingerprint = fingerprint_for(_settings)  # without loading the model in this process
-        report.orphans_removed += embed.sweep_vector_orphans(rt, fingerprint)
+        assert fingerprint is not None
+        embed.sweep_scratch(rt, fingerprint)
         if EMBED_QUEUE not in busy:
             vectors = _redrive_vectors(rt)
     return {
@@ -508,6 +515,17 @@ def run_reconcile() -> dict[str, int]:
         "vectors_redriven": vectors,
         "failed": len(report.failed),
         "orphans_removed": report.orphans_removed,
+    }
+
+
+def _repairers(rt: pipeline.Runtime) -> dict[str, Any]:
+    """How a repair run in the index worker (the single index writer) acts: on the index
+    itself, and through the other stages' queues."""
+    return {
+        "index_again": lambda jobs: [_send(index, key, sha256) for key, sha256 in jobs],
+        "drop_from_index": rt.index_writer.delete_documents,
+        "extract_again": lambda jobs: [_send(extract, key, sha256) for key, sha256 in jobs],
+        "nudge_embed": lambda: _nudge_embed(0.0),
     }
 
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import click
 
+from ldims.errors import LdimsError
 from ldims.logs import setup_logging
 from ldims.semantic import fingerprint_for
 from ldims.settings import Settings, get_settings
@@ -282,6 +284,60 @@ def status(tenant: str | None) -> None:
             f"({backlog.chunks} chunks) still need embedding"
         )
         click.echo(f"embedding backlog: {backlog.describe()}")
+
+
+@cli.command()
+@click.option("--repair", is_flag=True, help="Mend what disagrees (needs the server's queues).")
+def check(repair: bool) -> None:
+    """Check that every store agrees with the catalog: index, qmd's lexicon, vectors,
+    originals, extractions; exit 1 when something disagrees (and was not repaired)."""
+    from workers import Dispatcher
+    from workers.consistency import DESCRIPTIONS, inspect
+    from workers.consistency import repair as mend
+    from workers.pipeline import Runtime
+
+    settings = get_settings()
+    setup_logging(settings.log_level)
+    if settings.catalog_url.startswith("sqlite") and not settings.data_dir.exists():
+        raise click.ClickException(f"no data folder at {settings.data_dir}: nothing to check")
+    rt = Runtime(settings)
+    found = inspect(rt)
+    for kind, items in found.kinds().items():
+        if items:
+            shown = ", ".join(items[:5]) + (f" and {len(items) - 5} more" if len(items) > 5 else "")
+            click.echo(f"{len(items)} {DESCRIPTIONS[kind]}: {shown}")
+    if found.consistent:
+        click.echo(f"consistent: {found.documents} documents, every store agrees")
+        return
+    if not repair:
+        click.echo("inconsistent: `ldims check --repair` mends what it can")
+        sys.exit(1)
+    dispatcher = Dispatcher(settings)
+    try:
+        dispatcher.ping()
+    except LdimsError:
+        raise click.ClickException(
+            "the repair sends work to the index worker through Redis, which does not answer: "
+            "start `ldims serve` (or the workers) and run it again"
+        ) from None
+    try:
+        done = mend(
+            rt,
+            found,
+            index_again=lambda jobs: [dispatcher.index(*job) for job in jobs],
+            drop_from_index=dispatcher.delete_from_index,
+            extract_again=lambda jobs: [dispatcher.extract(*job) for job in jobs],
+            nudge_embed=dispatcher.nudge_embed,
+        )
+    finally:
+        dispatcher.close()
+    for kind, count in done.done.items():
+        if count:
+            click.echo(f"repaired: {count} {kind.replace('_', ' ')}")
+    for kind, count in done.not_repaired.items():
+        click.echo(f"not repaired: {count} {DESCRIPTIONS[kind]}")
+    click.echo("the index worker applies the repairs queued; `ldims check` again to confirm")
+    sys.exit(1 if done.not_repaired else 0)
 
 
 @cli.command()
