@@ -27,6 +27,12 @@ starts a process again, the broker redelivers, the reconciler re-drives), ``ldim
 after the API was killed, the service back after an outage, the filler file removed after the
 disk was full.
 
+With each fault a replace and a delete are in flight: two documents of the fault's own tenant,
+completed first, one replaced by a second version and the other deleted just before the fault.
+After the recovery the first must be completed at version 2 and the second gone, and
+``ldims check`` must find every store in agreement with the catalog (when it does not,
+``ldims check --repair`` runs, and the report says what it found).
+
 Per fault: the documents accepted, how many completed and failed (with their codes), uploads
 refused on the way (codes), and the seconds from the remedy (or the kill) until every document
 of the tenant was final and its vectors stored. A fault fails when a document is still
@@ -49,6 +55,7 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -59,10 +66,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-from ingest import launch_serve, stop_server, wait_healthy, warm_up
+from ingest import launch_serve, ldims_executable, stop_server, wait_healthy, warm_up
 from own_services import OwnPostgres, OwnRedis, OwnTika, SmallDisk
 from report import machine_line, markdown_table, publish, publish_section
-from servers import ProcessTree, Server
+from servers import ProcessTree, Server, server_env
 
 from ldims.caller import TENANT_HEADER
 from ldims.catalog import Catalog, Document
@@ -157,6 +164,9 @@ class Outcome:
     codes: Counter[str]
     refused: Counter[str]
     seconds: float | None  # remedy → every document final and embedded; None: not in time
+    churn: str = ""  # the replace and the delete in flight: "" when both ended right
+    stores: str = ""  # what `ldims check` said after the recovery (and repaired)
+    consistent: bool = False  # the stores agreed in the end
 
 
 # --- the faults ---------------------------------------------------------------------------------
@@ -356,25 +366,120 @@ def settled(run: Run, tenant: str, ids: set[str]) -> tuple[bool, Counter[str], C
     return final and embedded, statuses, codes
 
 
+class Churn:
+    """A replace and a delete in flight when the fault comes: two documents of the fault's
+    own tenant, completed first; then one replaced by a new version and the other deleted,
+    just before the fault. In the end the first is completed at version 2 and the second
+    gone (404), and ``ldims check`` finds every store in agreement."""
+
+    def __init__(self, run: Run, tenant: str) -> None:
+        self.run, self.tenant = run, tenant
+        self.replaced, self.deleted = "", ""
+
+    def _client(self) -> httpx.Client:
+        assert self.run.server is not None
+        return httpx.Client(
+            base_url=self.run.server.url, headers={TENANT_HEADER: self.tenant}, timeout=60
+        )
+
+    def prepare(self, wait: float = 60.0) -> None:
+        with self._client() as client:
+            ids = []
+            for name in ("replaced.md", "deleted.md"):
+                body = f"# {name}\n\nThe {self.tenant} document {name}, first version.\n"
+                response = client.post("/api/documents", files={"file": (name, body.encode())})
+                response.raise_for_status()
+                ids.append(response.json()["documentId"])
+            self.replaced, self.deleted = ids
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline:
+                states = {client.get(f"/api/documents/{d}").json()["status"] for d in ids}
+                if states == {"completed"}:
+                    return
+                time.sleep(0.2)
+        raise RuntimeError(f"the churn documents of {self.tenant} did not complete: {states}")
+
+    def change(self) -> None:
+        with self._client() as client:
+            body = f"# replaced\n\nThe {self.tenant} document, second version.\n"
+            client.post(
+                "/api/documents",
+                files={"file": ("replaced.md", body.encode())},
+                data={"documentId": self.replaced},
+            ).raise_for_status()
+            client.delete(f"/api/documents/{self.deleted}").raise_for_status()
+
+    def outcome(self) -> str:
+        """ "" when the replace and the delete both ended as they should; else what did not."""
+        with self._client() as client:
+            replaced = client.get(f"/api/documents/{self.replaced}")
+            deleted = client.get(f"/api/documents/{self.deleted}")
+        wrong = []
+        if replaced.status_code != 200 or (
+            replaced.json().get("status"),
+            replaced.json().get("version"),
+        ) != ("completed", 2):
+            wrong.append(f"replaced: {replaced.status_code} {replaced.text[:200]}")
+        if deleted.status_code != 404:
+            wrong.append(f"deleted: {deleted.status_code}")
+        return "; ".join(wrong)
+
+
+def check_stores(run: Run, wait: float = 60.0) -> tuple[bool, str]:
+    """``ldims check`` as an operator runs it after a recovery; when it finds something,
+    ``ldims check --repair``, then ``ldims check`` until it agrees (or ``wait`` runs out)."""
+
+    def ldims_check(*options: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [str(ldims_executable()), "check", *options],
+            env=server_env(run.data_dir) | run.env,
+            cwd=run.data_dir,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    first = ldims_check()
+    if first.returncode == 0:
+        return True, "consistent"
+    found = "; ".join(line for line in first.stdout.splitlines() if line[:1].isdigit())
+    repaired = ldims_check("--repair")
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        time.sleep(2)
+        if ldims_check().returncode == 0:
+            return True, f"found {found or first.stderr[-300:]}; repaired"
+    return False, f"found {found or first.stderr[-300:]}; repair: {repaired.stdout[-300:]}"
+
+
 def run_fault(run: Run, number: int, fault: Fault) -> Outcome:
     tenant = f"faults-{number}"  # the batch's documents are all its tenant holds
+    churn = Churn(run, f"faults-{number}-churn")
+    churn.prepare()
     uploader = run.uploader = Uploader(run, batch(number, run.args.texts, run.args.corpus), tenant)
     uploader.start()  # the fault comes while documents still arrive
+    churn.change()  # and while a replace and a delete are on their way
     injected = fault.inject(run)
     uploader.join()
     seconds = None
     statuses: Counter[str] = Counter()
     codes: Counter[str] = Counter()
+    wrong = "not settled"
     while time.monotonic() - injected.remedied_at < run.args.timeout:
         with contextlib.suppress(Exception):  # the catalog may be the one restarting
             done, statuses, codes = settled(run, tenant, uploader.ids)
-            if done:
+            wrong = churn.outcome()
+            if done and not wrong:
                 seconds = time.monotonic() - injected.remedied_at
                 break
         time.sleep(0.5)
-    return Outcome(
+    outcome = Outcome(
         fault, injected.detail, len(uploader.ids), statuses, codes, uploader.refused, seconds
     )
+    outcome.churn = wrong
+    if seconds is not None:
+        outcome.consistent, outcome.stores = check_stores(run)
+    return outcome
 
 
 # --- the two stages ---------------------------------------------------------------------------
@@ -466,6 +571,8 @@ def verdict(o: Outcome) -> bool:
         and not any("NO CODE" in r for r in o.refused)
         and not bad_refusals
         and o.documents > 0
+        and not o.churn
+        and o.consistent
     )
 
 
@@ -483,6 +590,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, command: str) -> t
                 ", ".join(f"{c} {n}" for c, n in sorted(o.codes.items())) or "0",
                 ", ".join(f"{c} ×{n}" for c, n in sorted(o.refused.items())) or "0",
                 "—" if o.seconds is None else f"{o.seconds:.1f}",
+                o.churn or "as sent",
+                o.stores or "—",
                 "PASS" if verdict(o) else "FAIL",
             ]
         )
@@ -500,7 +609,11 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, command: str) -> t
             "*embedded*: embedded Redis, SQLite, in-process "
             "Tika. *external*: Redis without persistence, PostgreSQL, Tika server, the data "
             f"folder on a {args.disk_mib} MiB tmpfs. Recovered = from the remedy (or the kill) "
-            "until every document of the batch is final and embedded.",
+            "until every document of the batch is final and embedded. With each fault a "
+            "replace and a delete are in flight (a document replaced by a second version and "
+            "another deleted, just before the fault): the first must end completed at version "
+            "2, the second gone; then `ldims check` compares every store with the catalog "
+            "(and `--repair` mends what it finds, said in the column).",
             "",
             markdown_table(
                 [
@@ -513,6 +626,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, command: str) -> t
                     "failed (codes)",
                     "uploads refused",
                     "recovered in s",
+                    "replace and delete in flight",
+                    "`ldims check`",
                     "verdict",
                 ],
                 rows,
@@ -521,7 +636,8 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, command: str) -> t
             "Failure reasons: " + ("; ".join(sorted(REASONS)) or "none") + ".",
             "",
             f"**{'PASS' if passed else 'FAIL'}**: every accepted document ended completed or "
-            "failed with a code, every refusal was a 503 with a code, every fault recovered.",
+            "failed with a code, every refusal was a 503 with a code, every fault recovered, "
+            "every replace and delete in flight ended right and the stores agreed.",
             "",
             f"Command: `{command}`",
         ]
