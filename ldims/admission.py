@@ -304,8 +304,7 @@ class SearchAdmission:
 
     def _refusal(self) -> TooManyRequests:
         return TooManyRequests(
-            "Too many of your searches are running or waiting; retry after "
-            f"{self.retry_after} s.",
+            f"Too many of your searches are running or waiting; retry after {self.retry_after} s.",
             retryAfterSeconds=self.retry_after,
         )
 

@@ -5,6 +5,7 @@ what agrees is left alone, and a moment of a write in flight is not reported."""
 from __future__ import annotations
 
 import hashlib
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -232,6 +233,7 @@ def test_ldims_check_says_what_disagrees_and_exits_1(
         monkeypatch.setenv(key, value)
     get_settings.cache_clear()
     runner = CliRunner()
+    handlers = logging.getLogger().handlers[:]  # the command installs one on the runner's stderr
     try:
         clean = runner.invoke(cli, ["check"])
         assert clean.exit_code == 0 and "consistent: 3 documents" in clean.output, clean.output
@@ -246,3 +248,4 @@ def test_ldims_check_says_what_disagrees_and_exits_1(
         assert "ldims check --repair" in broken.output
     finally:
         get_settings.cache_clear()
+        logging.getLogger().handlers[:] = handlers

@@ -254,10 +254,7 @@ def repair(
                 if row.sha256 and rt.blobs.exists(row.sha256)
             ]
             for key, _ in jobs:
-                row = rows[key]
-                row.status = DocumentStatus.QUEUED.value
-                row.attempts = 0
-                row.status_changed_at = utcnow()
+                repository.requeue(rows[key])
         extract_again(jobs)
         repairs.done["extracts_missing"] = len(jobs)
         if lost := len(found.extracts_missing) - len(jobs):

@@ -509,14 +509,7 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
             or DocumentStatus(document.status).is_final  # failed meanwhile (a duplicate fetch)
         ):
             return None
-        document.sha256 = blob.sha256
-        document.size = blob.size
-        document.format = detect_format(head, name)
-        # Fetched: back in line for extraction, whose delivery must not take it for a
-        # document a live worker holds; the fetch's attempt is done with.
-        document.status = DocumentStatus.QUEUED.value
-        document.attempts = 0
-        document.status_changed_at = utcnow()
+        repository.fetched(document, blob.sha256, blob.size, detect_format(head, name))
     return blob.sha256
 
 

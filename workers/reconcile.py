@@ -76,13 +76,13 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
                     report.fetch.append((document.id, document.source_url))
             elif extracted:
                 # The index stage does not count attempts itself: count its re-drives here.
-                document.attempts += 1
+                repository.count_attempt(document)
                 report.index.append((document.id, document.sha256))
             else:
                 (report.ocr if ocr else report.extract).append((document.id, document.sha256))
                 # Back in line: the re-sent task must not take it for one a live worker holds.
-                document.status = DocumentStatus.QUEUED.value
-            document.status_changed_at = utcnow()
+                repository.requeue(document, keep_attempts=True)
+            repository.redriven(document)
     redriven = len(report.fetch) + len(report.extract) + len(report.ocr) + len(report.index)
     if redriven or report.failed:
         log.warning(

@@ -1,7 +1,10 @@
 """Queries and state transitions of the catalog; callers pass the session.
 
-Transitions are conditional updates (``WHERE id = … AND sha256 = …``) so that a stale task,
-one that was keyed by a content hash that has since been replaced, changes nothing.
+The one writer of document rows (with :mod:`ldims.catalog.vector_work` for their vector
+progress): a row is created, given a new version, put back in line, fetched, moved through
+its states and removed here only (``tests/test_row_owner.py`` holds every other module to it).
+Transitions of a running task are conditional updates (``WHERE id = … AND sha256 = …``) so
+that a stale task, one keyed by a content hash since replaced, changes nothing.
 """
 
 from __future__ import annotations
@@ -178,6 +181,107 @@ def record_vectors(
         .execution_options(synchronize_session=False)
     )
     return result.rowcount == 1
+
+
+# --- a row's life: created, new versions, back in line, removed -------------------------------
+
+
+def add_document(
+    session: Session,
+    *,
+    document_id: str,
+    tenant: str,
+    collection: str,
+    name: str,
+    submitter: str | None,
+    document_type: str | None,
+    created_at: datetime | None,
+    **content: object,
+) -> Document:
+    """A new document's row (version 1, queued); ``content``: its original's facts (sha256,
+    size, format) and where it came from (source_url, source_path, source_mtime_ns)."""
+    now = utcnow()
+    document = Document(
+        id=document_id,
+        tenant=tenant,
+        collection=collection,
+        name=name,
+        submitter=submitter,
+        document_type=document_type,
+        created_at=created_at or now,
+        updated_at=now,
+        status_changed_at=now,
+        version=1,
+        status=DocumentStatus.QUEUED.value,
+        attempts=0,
+        **content,
+    )
+    session.add(document)
+    return document
+
+
+def new_version(
+    document: Document,
+    *,
+    name: str,
+    collection: str,
+    submitter: str | None,
+    document_type: str | None,
+    created_at: datetime | None,
+    **content: object,
+) -> None:
+    """The row of ``document`` (in a session) becomes its next version's, queued: the new
+    original's facts, its metadata (the type, submitter and date kept when not given), no
+    error, no extraction yet."""
+    for key, value in content.items():
+        setattr(document, key, value)
+    document.name = name
+    document.collection = collection
+    document.document_type = document_type or document.document_type
+    document.submitter = submitter or document.submitter
+    document.created_at = created_at or document.created_at
+    document.version += 1
+    document.updated_at = utcnow()
+    document.error_code = document.error_message = None
+    document.extracted_at = None
+    requeue(document)
+
+
+def requeue(document: Document, keep_attempts: bool = False, vectors_too: bool = False) -> None:
+    """Put ``document`` (in a session) back in line: queued, so that the next delivery does
+    not take it for one a live worker holds; its attempts counted afresh (``keep_attempts``:
+    the reconciler's re-drive, which counts them); ``vectors_too``: its vectors made again
+    (they carry its metadata)."""
+    document.status = DocumentStatus.QUEUED.value
+    document.status_changed_at = utcnow()
+    if not keep_attempts:
+        document.attempts = 0
+    if vectors_too:
+        document.vectors_sha256 = None
+
+
+def fetched(document: Document, sha256: str, size: int, format: str) -> None:
+    """A webhook document's body is stored: its facts recorded, back in line for extraction
+    (the fetch's attempt is done with)."""
+    document.sha256 = sha256
+    document.size = size
+    document.format = format
+    requeue(document)
+
+
+def redriven(document: Document) -> None:
+    """The reconciler re-drove ``document``: it has moved now (not stuck again at once)."""
+    document.status_changed_at = utcnow()
+
+
+def count_attempt(document: Document) -> None:
+    """One more attempt of a stage that does not count its own (the index stage)."""
+    document.attempts += 1
+
+
+def remove(session: Session, document: Document) -> None:
+    """The document's row deleted (its stores follow: see ``ldims.documents.intake``)."""
+    session.delete(document)
 
 
 def _same_version(sha256: str | None):  # type: ignore[no-untyped-def]

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from ldims.blobs import BlobStore, StoredBlob
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, DocumentStatus, document_key, repository, utcnow
+from ldims.catalog import Catalog, Document, document_key, repository
 from ldims.errors import InvalidInput, NotFound, PermanentError, ServiceUnavailable
 from ldims.settings import Settings
 from workers import Dispatcher, ExtractStore, check_url, detect_format
@@ -224,9 +224,8 @@ class Intake:
                 document = existing.get(document_key(caller.tenant, upload.document_id))
                 if document is None:
                     document = self._new_document(
-                        caller.tenant, upload.document_id, upload.meta, fields
+                        session, caller.tenant, upload.document_id, upload.meta, fields
                     )
-                    session.add(document)
                     outcomes.append(IngestOutcome(document, created=True, queued=True))
                     continue
                 if document.sha256 and document.sha256 != upload.blob.sha256:
@@ -248,15 +247,11 @@ class Intake:
         if not document_ids:
             return 0
         self.dispatcher.ping()
-        now = utcnow()
         with self.catalog.session() as session:
             found = repository.get_documents(session, _keys(caller, document_ids))
             owned = [d for d in found.values() if d.sha256]
             for document in owned:
-                document.status = DocumentStatus.QUEUED.value
-                document.status_changed_at = now
-                document.attempts = 0
-                document.vectors_sha256 = None  # the vectors carry the metadata too
+                repository.requeue(document, vectors_too=True)  # they carry the metadata too
             queued = [(d.id, str(d.sha256)) for d in owned]
         step = self.settings.extract_batch_max_documents
         for start in range(0, len(queued), step):
@@ -276,7 +271,7 @@ class Intake:
             sha256s = [str(d.sha256) for d in owned if d.sha256]
             deleted = [d.id for d in owned]
             for document in owned:
-                session.delete(document)
+                repository.remove(session, document)
         self.discard_blobs(sha256s)
         if deleted:
             self._publish(lambda: self.dispatcher.delete_from_index(deleted))
@@ -306,7 +301,7 @@ class Intake:
         with self.catalog.session() as session:
             document = owned_document(session, caller, document_id)
             sha256, key = document.sha256, document.id
-            session.delete(document)
+            repository.remove(session, document)
         if sha256:
             self.discard_blob(sha256)
         self._publish(lambda: self.dispatcher.delete_from_index([key]))
@@ -332,8 +327,7 @@ class Intake:
                 else:
                     existing = repository.get_document(session, document_key(tenant, document_id))
                 if existing is None:
-                    document = self._new_document(tenant, document_id, meta, fields)
-                    session.add(document)
+                    document = self._new_document(session, tenant, document_id, meta, fields)
                     return IngestOutcome(document, created=True, queued=True)
                 if sha256 is not None and existing.sha256 == sha256:
                     return IngestOutcome(existing, created=False, queued=False)
@@ -371,9 +365,8 @@ class Intake:
                         # That id now holds other content (updated since): take a fresh one.
                         document_id = "doc_" + secrets.token_hex(10)
                     document = self._new_document(
-                        tenant, document_id, meta, self._blob_fields(blob, head, meta)
+                        session, tenant, document_id, meta, self._blob_fields(blob, head, meta)
                     )
-                    session.add(document)
                     known[blob.sha256] = document  # a second copy in this bulk is a duplicate
                     outcomes.append(IngestOutcome(document, created=True, queued=True))
                 return outcomes
@@ -392,44 +385,37 @@ class Intake:
             "format": detect_format(head, meta.name),
         }
 
+    @staticmethod
     def _new_document(
-        self, tenant: str, document_id: str, meta: DocumentMeta, fields: dict[str, object]
+        session: Session,
+        tenant: str,
+        document_id: str,
+        meta: DocumentMeta,
+        fields: dict[str, object],
     ) -> Document:
-        now = utcnow()
-        return Document(
-            id=document_key(tenant, document_id),
+        return repository.add_document(
+            session,
+            document_id=document_key(tenant, document_id),
             tenant=tenant,
             collection=meta.collection,
             name=meta.name,
             submitter=meta.submitter,
             document_type=meta.document_type,
-            created_at=meta.created_at or now,
-            updated_at=now,
-            status_changed_at=now,
-            version=1,
-            status=DocumentStatus.QUEUED.value,
-            attempts=0,
+            created_at=meta.created_at,
             **fields,
         )
 
-    def _new_version(
-        self, document: Document, meta: DocumentMeta, fields: dict[str, object]
-    ) -> None:
-        now = utcnow()
-        for key, value in fields.items():
-            setattr(document, key, value)
-        document.name = meta.name
-        document.collection = meta.collection
-        document.document_type = meta.document_type or document.document_type
-        document.submitter = meta.submitter or document.submitter
-        document.created_at = meta.created_at or document.created_at
-        document.version += 1
-        document.status = DocumentStatus.QUEUED.value
-        document.status_changed_at = now
-        document.updated_at = now
-        document.attempts = 0
-        document.error_code = document.error_message = None
-        document.extracted_at = None
+    @staticmethod
+    def _new_version(document: Document, meta: DocumentMeta, fields: dict[str, object]) -> None:
+        repository.new_version(
+            document,
+            name=meta.name,
+            collection=meta.collection,
+            submitter=meta.submitter,
+            document_type=meta.document_type,
+            created_at=meta.created_at,
+            **fields,
+        )
 
     def _publish(self, send: Callable[[], None]) -> None:
         try:
