@@ -1,7 +1,8 @@
-"""qmd benchmark: ``ldims update`` beside qmd's own ``update`` on one 5,000-file folder, and
-the qmd tools over MCP HTTP with 8 clients beside ``echo`` on the same server.
+"""qmd benchmark: ``ldims update`` beside qmd's own ``update`` on one 3,000-file folder, the
+qmd tools over MCP HTTP with 8 clients beside ``echo`` on the same server, and the same calls
+to qmd's own MCP HTTP server.
 
-1. **The folder.** ``--files`` (5,000) Markdown files in 50 folders, each a Cranfield abstract
+1. **The folder.** ``--files`` (3,000) Markdown files in 50 folders, each a Cranfield abstract
    (``../shared/corpus/ir/cranfield``, read in place) with a line of its own, so no two are
    the same.
 2. **Updates.** The real qmd 2.8.3 (``tests/qmd_reference.py``, Node 22) adds the folder as a
@@ -17,6 +18,12 @@ the qmd tools over MCP HTTP with 8 clients beside ``echo`` on the same server.
    (hybrid: keyword and dense lists, the query vector embedded once per distinct query, then
    cached); ``get`` (a file, a third of them with a ``:line:count`` window); ``multi_get`` (a
    glob of about 10 files, 20 lines each).
+4. **Side by side.** ``qmd mcp --http`` (qmd 2.8.3, Node 22) over the index its own ``collection
+   add`` and ``update`` built of the same folder, driven by the same clients with the same
+   calls: ``search`` (qmd's is ``query`` with one ``lex`` sub-query, no reranking), ``get``
+   and ``multi_get`` (qmd's hybrid ``query`` needs its local language models, which are not on
+   this machine). Calls/s, latencies and the server's CPU per call
+   (its whole process tree) of each.
 
 Prints the tables and writes them to ``bench/results/qmd.md``.
 """
@@ -36,9 +43,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
+from ingest import stop_server as stop_group
 from mcp_load import stop_process, stop_server, wait_ready
 from mcp_search import Phase, Rotation, Work, connect, run_phase, serve
 from report import machine_line, markdown_table, ms, percentile, publish
@@ -50,7 +59,7 @@ sys.path.insert(0, str(ROOT))
 from ldims.catalog import Catalog, repository  # noqa: E402
 from ldims.semantic import fingerprint_for  # noqa: E402
 from ldims.settings import Settings  # noqa: E402
-from tests.qmd_reference import QmdReference  # noqa: E402
+from tests.qmd_reference import NODE, QMD_BIN, QmdReference  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "qmd.md"
 CRANFIELD = ROOT.parent / "shared" / "corpus" / "ir" / "cranfield"
@@ -58,6 +67,7 @@ TENANT = "bench"  # mcp_search.connect's tenant header
 NAME = "kb"
 FOLDERS = 50
 QUERY_VECTORS = 40  # distinct `query` texts
+TOOLS = ("echo", "search", "query", "get", "multi_get")
 log = logging.getLogger("bench.qmd")
 
 
@@ -181,6 +191,16 @@ def start_bench_server(data_dir: Path, model: str) -> Server:
     )
 
 
+def start_qmd_http(qmd: QmdReference) -> Server:
+    """``qmd mcp --http`` on a free port, over the index its ``collection add`` and
+    ``update`` built (its own process group: the launcher runs the server in a child)."""
+    port = free_port()
+    command = [str(NODE), str(QMD_BIN), "mcp", "--http", "--port", str(port)]
+    return launch(
+        command, qmd.work, f"http://127.0.0.1:{port}/mcp", qmd.env, qmd.work / "mcp-http.log"
+    )
+
+
 @dataclass
 class Calls:
     echo: list[dict[str, Any]]
@@ -223,21 +243,56 @@ def make_calls(files: list[Path], root: Path, count: int, seed: int) -> Calls:
     )
 
 
-async def run_load(server: Server, calls: Calls, args: argparse.Namespace) -> list[Phase]:
-    import psutil
+class TreeCpu:
+    """The CPU times of a process and its descendants (qmd's launcher runs the server in a
+    child Node), as ``psutil.Process.cpu_times`` gives one process's."""
 
+    def __init__(self, pid: int) -> None:
+        import psutil
+
+        self.root = psutil.Process(pid)
+
+    def cpu_times(self) -> Any:
+        import psutil
+
+        user = system = 0.0
+        for process in [self.root, *self.root.children(recursive=True)]:
+            with contextlib.suppress(psutil.Error):
+                times = process.cpu_times()
+                user += times.user
+                system += times.system
+        return SimpleNamespace(user=user, system=system)
+
+
+Spec = tuple[str, str, list[dict[str, Any]]]  # a phase's label, tool and arguments
+
+
+def ldims_specs(calls: Calls, tools: Sequence[str]) -> list[Spec]:
+    return [(tool, tool, getattr(calls, tool)) for tool in tools]
+
+
+def qmd_specs(calls: Calls) -> list[Spec]:
+    """The side-by-side phases on qmd's server: its BM25 search is ``query`` with one ``lex``
+    sub-query and no reranking (no language model: qmd's own fast path)."""
+    lex = [
+        {"searches": [{"type": "lex", "query": call["query"]}], "rerank": False}
+        for call in calls.search
+    ]
+    return [
+        ("search", "query", lex),
+        ("get", "get", calls.get),
+        ("multi_get", "multi_get", calls.multi_get),
+    ]
+
+
+async def run_load(server: Server, specs: Sequence[Spec], args: argparse.Namespace) -> list[Phase]:
     await wait_ready(server, TENANT)
-    process = psutil.Process(server.process.pid)
+    process = TreeCpu(server.process.pid)
     async with contextlib.AsyncExitStack() as stack:
         clients = await connect(stack, server, args.clients, "auto")
         works = [
-            Work("echo", "echo", clients, process, Rotation(calls.echo, args.clients)),
-            Work("search", "search", clients, process, Rotation(calls.search, args.clients)),
-            Work("query", "query", clients, process, Rotation(calls.query, args.clients)),
-            Work("get", "get", clients, process, Rotation(calls.get, args.clients)),
-            Work(
-                "multi_get", "multi_get", clients, process, Rotation(calls.multi_get, args.clients)
-            ),
+            Work(label, tool, clients, process, Rotation(feed, args.clients))  # type: ignore[arg-type]
+            for label, tool, feed in specs
         ]
         for work in works:  # warm-up: searchers, caches, the query vectors
             await run_phase(work, args.warmup)
@@ -322,7 +377,34 @@ def load_rows(phases: Sequence[Phase]) -> list[list[str]]:
     return rows
 
 
-def report(args: argparse.Namespace, updates: Updates, phases: Sequence[Phase]) -> str:
+def side_by_side_rows(ldims: Sequence[Phase], qmd: Sequence[Phase]) -> list[list[str]]:
+    ours = {phase.label: phase for phase in ldims}
+    rows = []
+    for theirs in qmd:
+        mine = ours[theirs.label]
+
+        def cpu(phase: Phase) -> str:
+            calls = len(phase.latencies)
+            return f"{phase.server_cpu / calls * 1000:.1f}" if calls else "—"
+
+        rows.append(
+            [
+                f"`{theirs.label}`",
+                f"{mine.rate:.1f}",
+                f"{theirs.rate:.1f}",
+                f"{mine.rate / theirs.rate:.2f}×" if theirs.rate else "—",
+                f"{ms(percentile(mine.latencies, 50))} / {ms(percentile(mine.latencies, 95))}",
+                f"{ms(percentile(theirs.latencies, 50))} / {ms(percentile(theirs.latencies, 95))}",
+                f"{cpu(mine)} / {cpu(theirs)}",
+                f"{sum(mine.errors.values())} / {sum(theirs.errors.values())}",
+            ]
+        )
+    return rows
+
+
+def report(
+    args: argparse.Namespace, updates: Updates, phases: Sequence[Phase], qmd: Sequence[Phase]
+) -> str:
     lines = ["# qmd benchmark", "", "## Updates: LDIMS beside qmd 2.8.3 on the same folder", ""]
     lines.append(
         markdown_table(
@@ -372,6 +454,29 @@ def report(args: argparse.Namespace, updates: Updates, phases: Sequence[Phase]) 
         "`:line:5` window, line-numbered; `multi_get`: a glob naming about ten files, "
         "`maxLines` 20.",
         "",
+        "## LDIMS beside qmd 2.8.3 over MCP HTTP: the same folder, the same calls",
+        "",
+        markdown_table(
+            [
+                "tool",
+                "LDIMS calls/s",
+                "qmd calls/s",
+                "LDIMS ÷ qmd",
+                "LDIMS p50 / p95 ms",
+                "qmd p50 / p95 ms",
+                "server CPU-ms a call (LDIMS / qmd)",
+                "errors (LDIMS / qmd)",
+            ],
+            side_by_side_rows(phases, qmd),
+        ),
+        "",
+        f"- qmd: `qmd mcp --http` (Node 22) over the index its `collection add` and `update` "
+        f"built of the same folder; LDIMS: the server of the table above. {args.clients} SDK "
+        "clients of this process each, the same arguments in the same order, the same turns. "
+        "qmd 2.8.3's MCP server has no `search` tool: its BM25 search is `query` with one "
+        "`lex` sub-query and `rerank: false` (no language model). Its hybrid `query` is left "
+        "out: it needs its local language models, which this machine has not (no network).",
+        "",
         machine_line(),
         "",
         f"Command: `python bench/qmd.py {' '.join(sys.argv[1:])}`",
@@ -381,7 +486,7 @@ def report(args: argparse.Namespace, updates: Updates, phases: Sequence[Phase]) 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--files", type=int, default=5000)
+    parser.add_argument("--files", type=int, default=3000)
     parser.add_argument("--model", default="use", help="embedding model of ldims serve")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0, help="per tool, over all turns")
@@ -425,17 +530,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         with catalog.session() as session:
             updates.documents = sum(repository.count_by_status(session, TENANT).values())
         catalog.dispose()
+        calls = make_calls(files, folder, args.calls, args.seed)
+        tools = TOOLS if args.model != "none" else tuple(t for t in TOOLS if t != "query")
         server = start_bench_server(work / "data", args.model)
         try:
-            phases = anyio.run(
-                run_load, server, make_calls(files, folder, args.calls, args.seed), args
-            )
+            phases = anyio.run(run_load, server, ldims_specs(calls, tools), args)
         finally:
             stop_process(server.process)
+        qmd_server = start_qmd_http(qmd)
+        try:
+            qmd_phases = anyio.run(run_load, qmd_server, qmd_specs(calls), args)
+        finally:
+            stop_group(qmd_server)
     finally:
         ldims.stop()
         shutil.rmtree(work, ignore_errors=True)
-    text = report(args, updates, phases)
+    text = report(args, updates, phases, qmd_phases)
     publish(text, RESULTS)
     return 0
 
