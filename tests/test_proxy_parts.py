@@ -20,7 +20,7 @@ from indexer import DocumentIndex
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document
 from ldims.errors import NotFound
-from ldims.proxy import CircuitBreaker, Limiter, LimitSettings, ProxyStore
+from ldims.proxy import Limiter, LimitSettings, ProxyStore, circuit_breaker
 from ldims.proxy.errors import RateLimitExceeded, StoreUnavailable, ToolError
 from ldims.proxy.sections import sections_of, slug
 from ldims.proxy.tokens import count_tokens, trim_to_tokens
@@ -108,7 +108,7 @@ def test_the_store_retries_once_then_opens_its_circuit(tmp_path: Path, catalog: 
             raise OSError("disk gone")
 
     add(catalog, "d3", "acme", "c" * 64)
-    breaker = CircuitBreaker(threshold=2, cooldown=60)
+    breaker = circuit_breaker(threshold=2, cooldown=60)
     store = ProxyStore(catalog, FlakyStore(tmp_path / "x"), breaker=breaker)
     for _ in range(2):
         with pytest.raises(StoreUnavailable):

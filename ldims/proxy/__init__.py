@@ -21,17 +21,17 @@ from ldims.proxy.errors import (
     UnknownTool,
 )
 from ldims.proxy.limits import Limiter, LimitSettings
-from ldims.proxy.store import CircuitBreaker, ProxyStore
+from ldims.proxy.store import ProxyStore, circuit_breaker
 from ldims.settings import Settings
 from workers.extracts import ExtractStore
 
 __all__ = [
+    "circuit_breaker",
     "DOC_TOOLS",
     "TOOLS",
     "AccessDenied",
     "AuditEntry",
     "AuditTrail",
-    "CircuitBreaker",
     "LimitSettings",
     "Limiter",
     "Proxy",

@@ -12,12 +12,12 @@ Ids are the caller's tenant's own: another tenant's document of an id is never f
 from __future__ import annotations
 
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
+import pybreaker
 from sqlalchemy.exc import DBAPIError
 
 from ldims.caller import Caller
@@ -46,40 +46,17 @@ class DocumentView:
         return sum(map(len, self.pages)) + sum(len(section.text) for section in self.sections)
 
 
-class CircuitBreaker:
-    """Open after ``threshold`` failures in a row: calls fail at once for ``cooldown``
-    seconds, then one trial call decides (half-open)."""
-
-    def __init__(self, threshold: int = 5, cooldown: float = 30.0) -> None:
-        self.threshold = threshold
-        self.cooldown = cooldown
-        self._failures = 0
-        self._opened_at: float | None = None
-        self._lock = threading.Lock()
-
-    def allow(self) -> bool:
-        with self._lock:
-            if self._opened_at is None:
-                return True
-            if time.monotonic() - self._opened_at >= self.cooldown:
-                self._opened_at = time.monotonic()  # half-open: this call is the trial
-                return True
-            return False
-
-    def succeeded(self) -> None:
-        with self._lock:
-            self._failures = 0
-            self._opened_at = None
-
-    def failed(self) -> None:
-        with self._lock:
-            self._failures += 1
-            if self._failures >= self.threshold:
-                self._opened_at = time.monotonic()
-
-    @property
-    def open(self) -> bool:
-        return self._opened_at is not None
+def circuit_breaker(threshold: int = 5, cooldown: float = 30.0) -> pybreaker.CircuitBreaker:
+    """Open after ``threshold`` failures in a row: calls fail at once for ``cooldown`` seconds,
+    then one trial call decides (half-open). pybreaker's; the call that trips it raises its own
+    error (the store's), the calls after it ``CircuitBreakerError``."""
+    return pybreaker.CircuitBreaker(
+        fail_max=threshold,
+        reset_timeout=cooldown,
+        throw_new_error_on_trip=False,
+        # Only the store being away counts (damaged content, say, is the document's error).
+        exclude=[lambda exc: not isinstance(exc, StoreUnavailable)],
+    )
 
 
 class ProxyStore:
@@ -90,15 +67,15 @@ class ProxyStore:
         catalog: Catalog,
         extracts: ExtractStore,
         cache_chars: int = 64_000_000,
-        breaker: CircuitBreaker | None = None,
+        breaker: pybreaker.CircuitBreaker | None = None,
         mask_kinds: frozenset[str] | None = None,
     ) -> None:
         self.catalog = catalog
         self.mask_kinds = mask_kinds  # the proxy's: section ids are made of masked headings
         self.extracts = extracts
         # One breaker per store: the catalog answering must not close the document store's.
-        self.breaker = breaker or CircuitBreaker()
-        self.catalog_breaker = CircuitBreaker()
+        self.breaker = breaker or circuit_breaker()
+        self.catalog_breaker = circuit_breaker()
         self._cache: OrderedDict[tuple[str, str], DocumentView] = OrderedDict()
         self._cached_chars = 0
         self._cache_chars = cache_chars
@@ -139,21 +116,12 @@ class ProxyStore:
         return view
 
     # --- store access: one retry, then the breaker counts a failure ---------------------------
-    def _guarded(self, read: Callable[[], T], breaker: CircuitBreaker) -> T:
+    def _guarded(self, read: Callable[[], T], breaker: pybreaker.CircuitBreaker) -> T:
         component = "catalog" if breaker is self.catalog_breaker else "document store"
-        if not breaker.allow():
-            raise StoreUnavailable(component=component, circuit="open")
-        for attempt in (1, 2):
-            try:
-                value = read()
-            except (OSError, ConnectionError, TimeoutError, _CatalogDown) as exc:
-                if attempt == 2:
-                    breaker.failed()
-                    raise StoreUnavailable(component=component) from exc
-                continue
-            breaker.succeeded()
-            return value
-        raise AssertionError("unreachable")
+        try:
+            return breaker.call(_retried_once, read, component)  # type: ignore[no-any-return]
+        except pybreaker.CircuitBreakerError:
+            raise StoreUnavailable(component=component, circuit="open") from None
 
     def _record(self, key: str) -> Document | None:
         try:
@@ -224,4 +192,17 @@ def _tags(metadata: dict[str, object]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(str(tag).strip()[:64] for tag in raw if str(tag).strip()))[:32]
 
 
-__all__ = ["CircuitBreaker", "DocumentView", "ProxyStore"]
+__all__ = ["DocumentView", "ProxyStore", "circuit_breaker"]
+
+
+def _retried_once(read: Callable[[], T], component: str) -> T:
+    """``read()``, tried again once when the store fails; then ``StoreUnavailable`` (which the
+    breaker counts)."""
+    try:
+        return read()
+    except (OSError, ConnectionError, TimeoutError, _CatalogDown):
+        pass
+    try:
+        return read()
+    except (OSError, ConnectionError, TimeoutError, _CatalogDown) as exc:
+        raise StoreUnavailable(component=component) from exc
