@@ -5,18 +5,41 @@ Producers (the API, the CLI) use :class:`Dispatcher` to queue work and the read-
 helpers below; the tasks themselves live in ``workers.tasks`` and run in worker processes.
 """
 
-from workers.backlog import EmbedBacklog, EmbedRates, embedding_backlog
-from workers.dispatch import Dispatcher
-from workers.extraction import (
-    ExtractionResult,
-    Page,
-    Section,
-    detect_format,
-    extract_file,
-    self_check,
-)
-from workers.extracts import ExtractStore
-from workers.fetch import check_url
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from workers.backlog import EmbedBacklog, EmbedRates, embedding_backlog
+    from workers.dispatch import Dispatcher
+    from workers.extraction import (
+        ExtractionResult,
+        Page,
+        Section,
+        detect_format,
+        extract_file,
+        self_check,
+    )
+    from workers.extracts import ExtractStore
+    from workers.fetch import check_url
+
+# Loaded when first asked for: a module of the package (``workers.queues``, say) is then
+# imported without the extractors, Celery and NumPy (the CLI's start-up).
+_WHERE = {
+    "Dispatcher": "workers.dispatch",
+    "EmbedBacklog": "workers.backlog",
+    "EmbedRates": "workers.backlog",
+    "ExtractStore": "workers.extracts",
+    "ExtractionResult": "workers.extraction",
+    "Page": "workers.extraction",
+    "Section": "workers.extraction",
+    "check_url": "workers.fetch",
+    "detect_format": "workers.extraction",
+    "embedding_backlog": "workers.backlog",
+    "extract_file": "workers.extraction",
+    "self_check": "workers.extraction",
+}
 
 __all__ = [
     "Dispatcher",
@@ -32,3 +55,9 @@ __all__ = [
     "extract_file",
     "self_check",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _WHERE:
+        return getattr(importlib.import_module(_WHERE[name]), name)
+    raise AttributeError(f"module 'workers' has no attribute {name!r}")

@@ -9,7 +9,6 @@ import click
 
 from ldims.errors import LdimsError
 from ldims.logs import setup_logging
-from ldims.semantic import fingerprint_for
 from ldims.settings import Settings, get_settings
 from workers.queues import (
     EMBED_QUEUE,
@@ -261,6 +260,7 @@ def status(tenant: str | None) -> None:
     """Print how many documents are in each state, and the embedding backlog: what still
     needs vectors, the recent rate and the estimated time to done."""
     from ldims.catalog import Catalog, repository
+    from ldims.semantic import fingerprint_for
     from workers import EmbedRates, embedding_backlog
 
     catalog = Catalog(get_settings().catalog_url)
@@ -350,6 +350,7 @@ def embed(force: bool, retry_failed: bool) -> None:
     message; --force: all of them, e.g. after a reindex; --retry-failed: those whose chunks
     the model refused, e.g. after fixing the endpoint). The embed worker writes them."""
     from ldims.catalog import Catalog, repository, vector_work
+    from ldims.semantic import fingerprint_for
     from workers import Dispatcher
 
     settings = get_settings()
