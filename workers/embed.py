@@ -56,7 +56,6 @@ __all__ = [
     "run_embed_batch",
     "run_embed_round",
     "sweep_scratch",
-    "sweep_vector_orphans",
 ]
 
 log = logging.getLogger(__name__)
@@ -149,24 +148,6 @@ def embed_documents(
         out.append((rows(document, range(count)), vectors[first : first + count]))
         first += count
     return out
-
-
-def sweep_vector_orphans(rt: Runtime, fingerprint: str | None = None) -> int:
-    """Remove the vectors of documents the catalog no longer has, and the embed scratch no
-    version needs any more (of ``fingerprint``, the configured model); how many of each."""
-    # The store first: a document created after the catalog's read has no vectors before it.
-    stored = rt.vectors.document_ids()
-    with rt.catalog.session() as session:
-        known = repository.all_document_ids(session)
-    orphans = sorted(stored - known)
-    if orphans:
-        delete_vectors(rt, orphans)
-        log.info("removed the vectors of %d deleted documents", len(orphans))
-    if fingerprint is not None:
-        swept = sweep_scratch(rt, fingerprint)
-        if swept:
-            log.info("removed the embed scratch of %d versions no longer embedded", swept)
-    return len(orphans)
 
 
 def sweep_scratch(rt: Runtime, fingerprint: str) -> int:
