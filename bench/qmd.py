@@ -476,6 +476,10 @@ def report(
         "qmd 2.8.3's MCP server has no `search` tool: its BM25 search is `query` with one "
         "`lex` sub-query and `rerank: false` (no language model). Its hybrid `query` is left "
         "out: it needs its local language models, which this machine has not (no network).",
+        "- calls/s count answered calls. LDIMS's `search` errors are `TOO_MANY_REQUESTS`: 8 "
+        "clients of one tenant over its share of the search slots "
+        "(`LDIMS_SEARCH_CONCURRENCY_PER_TENANT`, 3 running and as many waiting for the qmd "
+        "tools), refused with `Retry-After` by design; qmd has no such bound.",
         "",
         machine_line(),
         "",
