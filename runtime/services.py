@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from fastapi import FastAPI
+from typing import TYPE_CHECKING
 
-from api import build_app
 from ldims.catalog import Catalog
 from ldims.documents import Documents
 from ldims.keys import KeyRing
@@ -13,6 +12,9 @@ from ldims.qmd import Qmd
 from ldims.services import Services
 from ldims.settings import Settings, get_settings
 from workers import Dispatcher
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 
 def build_services(settings: Settings) -> Services:
@@ -38,5 +40,8 @@ def build_services(settings: Settings) -> Services:
 
 
 def create_app(settings: Settings | None = None, migrate: bool = True) -> FastAPI:
-    """The REST + MCP app; ``migrate`` brings the catalog schema up to date at start-up."""
+    """The REST + MCP app; ``migrate`` brings the catalog schema up to date at start-up. (The
+    API is imported here: the CLI's qmd commands build the services alone, without it.)"""
+    from api import build_app
+
     return build_app(build_services(settings or get_settings()), migrate=migrate)
