@@ -40,7 +40,7 @@ from pathlib import Path
 from ldims.catalog import Document, DocumentStatus, repository, utcnow, vector_work
 from ldims.semantic import fingerprint_for
 from workers.embed_run import delete_vectors
-from workers.extracts import EXTRACTOR_VERSION
+from workers.extracts import EXTRACTOR_VERSION, discard_unreferenced
 from workers.pipeline import Runtime
 
 log = logging.getLogger(__name__)
@@ -242,7 +242,8 @@ def repair(
         nudge_embed()
         repairs.done["vectors_missing"] = len(found.vectors_missing)
     if found.blob_orphans or found.extract_orphans:
-        _discard(rt, set(found.blob_orphans) | set(found.extract_orphans))
+        orphans = set(found.blob_orphans) | set(found.extract_orphans)
+        discard_unreferenced(rt.catalog, rt.blobs, rt.extracts, orphans)
         repairs.done["blob_orphans"] = len(found.blob_orphans)
         repairs.done["extract_orphans"] = len(found.extract_orphans)
     if found.extracts_missing:
@@ -264,16 +265,6 @@ def repair(
     if found.stuck:
         repairs.not_repaired["stuck"] = len(found.stuck)  # the reconciler's, every pass
     return repairs
-
-
-def _discard(rt: Runtime, hashes: set[str]) -> None:
-    """Remove originals and extractions that no row refers to (checked again here)."""
-    with rt.catalog.session() as session:
-        rows = session.query(Document.sha256).filter(Document.sha256.in_(sorted(hashes)))
-        in_use = {sha256 for (sha256,) in rows}
-    for sha256 in hashes - in_use:
-        rt.blobs.delete(sha256)
-        rt.extracts.delete(sha256)
 
 
 def _files(root: Path, name_hash: Callable[[Path], str | None]) -> dict[str, float]:

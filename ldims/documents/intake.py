@@ -27,6 +27,7 @@ from ldims.catalog import Catalog, Document, document_key, repository
 from ldims.errors import InvalidInput, NotFound, PermanentError, ServiceUnavailable
 from ldims.settings import Settings
 from workers import Dispatcher, ExtractStore, check_url, detect_format
+from workers.extracts import discard_unreferenced
 
 log = logging.getLogger(__name__)
 _DATETIME = TypeAdapter(datetime)
@@ -429,12 +430,4 @@ class Intake:
 
     def discard_blobs(self, sha256s: Iterable[str]) -> None:
         """:meth:`discard_blob` for many originals, with one catalog query."""
-        wanted = set(sha256s)
-        if not wanted:
-            return
-        with self.catalog.session() as session:
-            rows = session.query(Document.sha256).filter(Document.sha256.in_(sorted(wanted)))
-            in_use = {sha256 for (sha256,) in rows}
-        for sha256 in wanted - in_use:
-            self.blobs.delete(sha256)
-            self.extracts.delete(sha256)
+        discard_unreferenced(self.catalog, self.blobs, self.extracts, sha256s)
