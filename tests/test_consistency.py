@@ -21,7 +21,7 @@ from workers import consistency
 from workers.consistency import Findings, inspect, repair
 from workers.embed_run import rows
 from workers.extraction import ExtractionResult, Page
-from workers.pipeline import Runtime, indexed_document
+from workers.pipeline import Runtime, indexed_document, reindex_completed
 
 TEXTS = {
     "acme/aaaa": "# Herons\n\nThe grey heron waits at the pond.\n",
@@ -112,8 +112,9 @@ class Calls:
         }
 
     def index_again(self, jobs: list[tuple[str, str]]) -> None:
+        """What the index worker's ``ldims.reindex_documents`` task runs."""
         self.indexed.extend(jobs)
-        reindex(self.rt, jobs)
+        reindex_completed(self.rt, jobs)
 
     def nudge(self) -> None:
         self.nudged += 1

@@ -82,6 +82,7 @@ def make_celery(settings: Settings) -> Celery:
             "ldims.ocr": {"queue": OCR_QUEUE},
             "ldims.index_one": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.delete_from_index": {"queue": INDEX_SINGLE_QUEUE},
+            "ldims.reindex_documents": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.reconcile": {"queue": INDEX_SINGLE_QUEUE},
             "ldims.optimize_index": {"queue": INDEX_SINGLE_QUEUE},
         },

@@ -58,9 +58,11 @@ class Dispatcher:
         else:
             self.extract(document_id, sha256)
 
-    def index(self, document_id: str, sha256: str) -> None:
-        """Index this version again from its stored extraction (``ldims check --repair``)."""
-        self._send("ldims.index", document_id, sha256)
+    def reindex_documents(self, jobs: list[tuple[str, str]]) -> None:
+        """Have the index worker write these completed versions again from their stored
+        extractions (``ldims check --repair``, ``ldims reindex``'s catch-up)."""
+        if jobs:
+            self._send("ldims.reindex_documents", [list(job) for job in jobs])
 
     def fetch(self, document_id: str, url: str) -> None:
         self._send("ldims.fetch", document_id, url)

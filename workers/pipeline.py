@@ -513,6 +513,33 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
     return blob.sha256
 
 
+def reindex_completed(rt: Runtime, jobs: Sequence[tuple[str, str]]) -> list[str]:
+    """Write again the chunks (and qmd's rows) of completed versions — ``(document_id,
+    sha256)`` pairs still completed at that version — from their stored extractions: the
+    index worker's repair of an index that lost or holds a stale copy of them (the ``index``
+    task takes only versions in flight); the ones written."""
+    with rt.catalog.session() as session:
+        documents = repository.get_documents(session, {key for key, _ in jobs})
+    written = []
+    try:
+        with rt.index_writer.batch() as batch:
+            for key, sha256 in dict(jobs).items():
+                document = documents.get(key)
+                if (
+                    document is None
+                    or document.sha256 != sha256
+                    or document.status != DocumentStatus.COMPLETED.value
+                ):
+                    continue  # replaced, deleted or in flight since: its own path writes it
+                fmt = document.format or ""
+                if rt.extracts.exists(sha256, fmt):
+                    batch.replace(indexed_document(document, rt.extracts.load(sha256, fmt)))
+                    written.append(key)
+    except IndexBusy as exc:
+        raise TransientError("INDEX_BUSY", str(exc)) from exc
+    return written
+
+
 def delete_from_index(rt: Runtime, document_ids: list[str]) -> list[str]:
     """Remove the chunks of documents that are no longer in the catalog; return those."""
     with rt.catalog.session() as session:

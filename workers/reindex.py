@@ -2,7 +2,8 @@
 
 ``ldims reindex`` builds a fresh folder next to the live one (searches keep working on the old
 index meanwhile), swaps it in, then catches up with documents that changed during the build
-(the index worker kept writing to the old folder). ``--if-needed`` does this only when this
+(the index worker kept writing to the old folder): through the index worker's queue when a
+server runs, so that the index keeps its one writer. ``--if-needed`` does this only when this
 schema version's index has not been built yet (a new install marks it ready at once).
 """
 
@@ -15,7 +16,9 @@ from datetime import datetime
 
 from indexer import SCHEMA_VERSION, DocumentIndex, replace_folder
 from ldims.catalog import Catalog, DocumentStatus, repository, utcnow
+from ldims.errors import LdimsError
 from ldims.settings import Settings
+from workers.dispatch import Dispatcher
 from workers.extracts import ExtractStore
 from workers.lexicon_sync import follow_toolset
 from workers.pipeline import indexed_document
@@ -81,10 +84,33 @@ def rebuild(
 def _catch_up(
     settings: Settings, catalog: Catalog, extracts: ExtractStore, since: datetime
 ) -> None:
-    """Re-apply what the index worker wrote to the old folder while the new one was built."""
-    index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
+    """Re-apply what the index worker wrote to the old folder while the new one was built.
+
+    When the broker answers, the index worker may be writing the swapped-in index now: the
+    documents go to it through its queue (it is the index's one writer, and it indexes a
+    version only while it is the current one). Without a broker no worker runs, and they are
+    written here."""
     with catalog.session() as session:
         changed = repository.changed_since(session, since)
+    if not changed:
+        return
+    dispatcher = Dispatcher(settings)
+    try:
+        dispatcher.ping()
+        dispatcher.reindex_documents(
+            [
+                (document.id, document.sha256)
+                for document in changed
+                if document.status == DocumentStatus.COMPLETED.value and document.sha256
+            ]
+        )
+        log.info("%d documents changed during the rebuild sent to the index worker", len(changed))
+        return
+    except LdimsError:
+        pass  # no broker: no worker writes the index now
+    finally:
+        dispatcher.close()
+    index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
     with index.batch() as batch:
         for document in changed:
             fmt = document.format or ""

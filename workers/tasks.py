@@ -456,6 +456,12 @@ def delete_from_index(document_ids: list[str]) -> None:
     embed.delete_vectors(rt, pipeline.delete_from_index(rt, document_ids))
 
 
+@app.task(name="ldims.reindex_documents", **_RETRY)
+def reindex_documents(jobs: list[list[str]]) -> None:
+    """Index completed versions again (``ldims check --repair``, ``ldims reindex``'s catch-up)."""
+    pipeline.reindex_completed(pipeline.runtime(), [(key, sha256) for key, sha256 in jobs])
+
+
 @app.task(name="ldims.optimize_index", **_RETRY)
 def optimize_index() -> None:
     """Merge the index's segments into one, unless documents wait to be indexed (a merge of a
@@ -522,7 +528,7 @@ def _repairers(rt: pipeline.Runtime) -> dict[str, Any]:
     """How a repair run in the index worker (the single index writer) acts: on the index
     itself, and through the other stages' queues."""
     return {
-        "index_again": lambda jobs: [_send(index, key, sha256) for key, sha256 in jobs],
+        "index_again": lambda jobs: pipeline.reindex_completed(rt, jobs),
         "drop_from_index": rt.index_writer.delete_documents,
         "extract_again": lambda jobs: [_send(extract, key, sha256) for key, sha256 in jobs],
         "nudge_embed": lambda: _nudge_embed(0.0),

@@ -324,7 +324,7 @@ def check(repair: bool) -> None:
         done = mend(
             rt,
             found,
-            index_again=lambda jobs: [dispatcher.index(*job) for job in jobs],
+            index_again=dispatcher.reindex_documents,
             drop_from_index=dispatcher.delete_from_index,
             extract_again=lambda jobs: [dispatcher.extract(*job) for job in jobs],
             nudge_embed=dispatcher.nudge_embed,
