@@ -88,3 +88,14 @@ class BlobStore:
     def delete(self, sha256: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(sha256).unlink()
+
+    def stored(self) -> dict[str, float]:
+        """Every stored original's sha256 with its modification time (uploads in progress,
+        under ``tmp/``, left out): ``ldims check``'s listing."""
+        found: dict[str, float] = {}
+        for path in self.root.glob("??/??/*"):
+            if path != self.path(path.name):
+                continue  # not a name of ours
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                found[path.name] = path.stat().st_mtime
+        return found

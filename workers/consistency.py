@@ -35,18 +35,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
-from pathlib import Path
 
 from ldims.catalog import Document, DocumentStatus, repository, utcnow, vector_work
 from ldims.semantic import fingerprint_for
 from workers.embed_run import delete_vectors
-from workers.extracts import EXTRACTOR_VERSION, discard_unreferenced
+from workers.extracts import discard_unreferenced
 from workers.pipeline import Runtime
 
 log = logging.getLogger(__name__)
 
 GRACE = 3600.0  # seconds a file may exist before its row does (an upload in progress)
-_FINAL = (DocumentStatus.COMPLETED.value, DocumentStatus.FAILED.value)
+_COMPLETED, _FAILED = DocumentStatus.COMPLETED.value, DocumentStatus.FAILED.value
 
 
 @dataclass
@@ -113,14 +112,27 @@ def inspect(rt: Runtime, deep: bool = True) -> Findings:
 
 
 def _look(rt: Runtime, deep: bool) -> Findings:
-    settings = rt.settings
     found = Findings()
     # The stores first (see the module).
-    indexed = rt.index.versions() if deep else {key: set() for key in rt.index.document_ids()}
-    lexical = rt.index.lexicon.document_ids() if deep and settings.qmd_lexicon else set()
+    if not deep:
+        indexed = rt.index.document_ids()
+        stored = rt.vectors.document_ids() if rt.settings.semantic_enabled else set()
+        with rt.catalog.session() as session:
+            known = repository.all_document_ids(session)
+        found.documents = len(known)
+        found.index_orphans = sorted(indexed - known)
+        found.vector_orphans = sorted(stored - known)
+        return found
+    return _look_deep(rt, found)
+
+
+def _look_deep(rt: Runtime, found: Findings) -> Findings:
+    settings = rt.settings
+    versions = rt.index.versions()
+    lexical = rt.index.lexicon.document_ids() if settings.qmd_lexicon else set()
     stored = rt.vectors.document_ids() if settings.semantic_enabled else set()
-    blobs = _files(rt.blobs.root, _blob_hash) if deep else {}
-    extracts = _files(rt.extracts.root, _extract_hash) if deep else {}
+    blobs = rt.blobs.stored()
+    extract_files = rt.extracts.stored()
     with rt.catalog.session() as session:
         rows = {
             row.id: row
@@ -137,18 +149,18 @@ def _look(rt: Runtime, deep: bool) -> Findings:
             )
         }
     found.documents = len(rows)
-    completed = {key: row for key, row in rows.items() if row.status == "completed"}
-    found.index_orphans = sorted(indexed.keys() - rows.keys())
+    completed = {key: row for key, row in rows.items() if row.status == _COMPLETED}
+    found.index_orphans = sorted(versions.keys() - rows.keys())
     found.vector_orphans = sorted(stored - rows.keys())
-    if not deep:
-        return found
-    found.index_missing = sorted(completed.keys() - indexed.keys())
+    found.index_missing = sorted(completed.keys() - versions.keys())
     found.index_stale = sorted(
-        key for key in completed.keys() & indexed.keys() if indexed[key] != {completed[key].version}
+        key
+        for key in completed.keys() & versions.keys()
+        if versions[key] != {completed[key].version}
     )
     if settings.qmd_lexicon:
-        found.lexicon_orphans = sorted(lexical - indexed.keys())
-        found.lexicon_missing = sorted(indexed.keys() - lexical)
+        found.lexicon_orphans = sorted(lexical - versions.keys())
+        found.lexicon_missing = sorted(versions.keys() - lexical)
     elif rt.index.lexicon.path.exists():
         found.lexicon_unwanted = [str(rt.index.lexicon.path)]
     if settings.semantic_enabled:
@@ -164,26 +176,30 @@ def _look(rt: Runtime, deep: bool) -> Findings:
     referenced = {row.sha256 for row in rows.values() if row.sha256}
     old = time.time() - GRACE
     found.blob_orphans = sorted(
-        h for h, mtime in blobs.items() if h not in referenced and mtime < old
+        sha256 for sha256, mtime in blobs.items() if sha256 not in referenced and mtime < old
     )
     found.extract_orphans = sorted(
-        h for h, mtime in extracts.items() if h not in referenced and mtime < old
+        {
+            sha256
+            for sha256, mtime in extract_files.values()
+            if sha256 not in referenced and mtime < old
+        }
     )
     found.blobs_missing = sorted(
         key
         for key, row in rows.items()
-        if row.sha256 and row.status != "failed" and row.sha256 not in blobs
+        if row.sha256 and row.status != _FAILED and row.sha256 not in blobs
     )
     found.extracts_missing = sorted(
         key
         for key, row in completed.items()
-        if row.sha256 and not rt.extracts.exists(row.sha256, row.format or "")
+        if row.sha256 and rt.extracts.path(row.sha256, row.format or "") not in extract_files
     )
     cutoff = utcnow() - timedelta(seconds=settings.stuck_after_seconds)
     found.stuck = sorted(
         key
         for key, row in rows.items()
-        if row.status not in _FINAL and _naive(row.status_changed_at) < _naive(cutoff)
+        if row.status not in (_COMPLETED, _FAILED) and row.status_changed_at < cutoff
     )
     return found
 
@@ -219,7 +235,7 @@ def repair(
         jobs = [
             (key, row.sha256)
             for key, row in documents.items()
-            if row.status == "completed"
+            if row.status == _COMPLETED
             and row.sha256
             and rt.extracts.exists(row.sha256, row.format or "")
         ]
@@ -265,41 +281,3 @@ def repair(
     if found.stuck:
         repairs.not_repaired["stuck"] = len(found.stuck)  # the reconciler's, every pass
     return repairs
-
-
-def _files(root: Path, name_hash: Callable[[Path], str | None]) -> dict[str, float]:
-    """The content hashes of a store's files, with their latest modification time."""
-    found: dict[str, float] = {}
-    if not root.exists():
-        return found
-    for path in root.rglob("*"):
-        sha256 = name_hash(path)
-        if sha256 is None:
-            continue
-        try:
-            mtime = path.stat().st_mtime
-        except FileNotFoundError:  # removed meanwhile
-            continue
-        found[sha256] = max(mtime, found.get(sha256, 0.0))
-    return found
-
-
-def _blob_hash(path: Path) -> str | None:
-    # <root>/ab/cd/<sha256>; uploads in progress live in <root>/tmp.
-    name = path.name
-    if len(name) == 64 and path.parent.parent.name == name[:2] and path.parent.name == name[2:4]:
-        return name
-    return None
-
-
-def _extract_hash(path: Path) -> str | None:
-    # <root>/ab/<sha256>.<flavour>.v<N>.json: only the current version's are in use.
-    parts = path.name.split(".")
-    if len(parts) == 4 and len(parts[0]) == 64 and parts[2] == f"v{EXTRACTOR_VERSION}":
-        return parts[0]
-    return None
-
-
-def _naive(moment):  # type: ignore[no-untyped-def]
-    """Compare times whatever the catalog's dialect gives back (SQLite: naive UTC)."""
-    return moment.replace(tzinfo=None) if moment is not None and moment.tzinfo else moment

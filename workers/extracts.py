@@ -50,6 +50,18 @@ class ExtractStore:
     def load(self, sha256: str, mime: str) -> ExtractionResult:
         return ExtractionResult.from_json(self.path(sha256, mime).read_text(encoding="utf-8"))
 
+    def stored(self) -> dict[Path, tuple[str, float]]:
+        """Every stored result of this extractor version: its path, with the content's sha256
+        and the file's modification time (``ldims check``'s listing)."""
+        found: dict[Path, tuple[str, float]] = {}
+        for path in self.root.glob(f"??/*.v{EXTRACTOR_VERSION}.json"):
+            sha256 = path.name.split(".", 1)[0]
+            if len(sha256) != 64 or path.parent.name != sha256[:2]:
+                continue  # not a name of ours (a temporary file, say)
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+                found[path] = (sha256, path.stat().st_mtime)
+        return found
+
     def delete(self, sha256: str) -> None:
         """Remove every stored result of this content (all formats and versions)."""
         for path in (self.root / sha256[:2]).glob(f"{sha256}.*.json"):
