@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 
 from indexer import DocumentIndex
-from ldims.catalog import Catalog, Document, repository
+from ldims.catalog import Catalog
 from ldims.settings import Settings
 from workers.extracts import ExtractStore
-from workers.pipeline import indexed_document
+from workers.pipeline import completed_versions
 
 log = logging.getLogger(__name__)
 
@@ -41,22 +41,10 @@ def follow_toolset(
         return None
     if lexicon.complete:
         return None
-    count, last_id = 0, ""
-    while documents := _completed(catalog, last_id, batch_size):
-        changes = []
-        for document in documents:
-            fmt = document.format or ""
-            if document.sha256 and extracts.exists(document.sha256, fmt):
-                loaded = indexed_document(document, extracts.load(document.sha256, fmt))
-                changes.append((document.id, loaded))
-        index.write_lexicon(changes)
-        count += len(changes)
-        last_id = documents[-1].id
+    count = 0
+    for _, loaded in completed_versions(catalog, extracts, batch_size):
+        index.write_lexicon([(document.document_id, document) for document in loaded])
+        count += len(loaded)
     lexicon.mark_complete()
     log.info("the qmd toolset's lexicon rebuilt with %d documents", count)
     return count
-
-
-def _completed(catalog: Catalog, after: str, limit: int) -> list[Document]:
-    with catalog.session() as session:
-        return repository.completed_documents(session, after, limit)

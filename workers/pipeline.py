@@ -490,6 +490,27 @@ def indexed_document(document: Document, result: ExtractionResult) -> IndexedDoc
     )
 
 
+def completed_versions(
+    catalog: Catalog, extracts: ExtractStore, batch_size: int = 200
+) -> Iterator[tuple[int, list[IndexedDocument]]]:
+    """Every completed document as the index stores it, from its stored extraction, in id
+    order, ``batch_size`` catalog rows at a time: (rows read, those with an extraction) — what
+    a rebuild of the index or of qmd's lexicon writes."""
+    last_id = ""
+    while True:
+        with catalog.session() as session:
+            documents = repository.completed_documents(session, last_id, batch_size)
+        if not documents:
+            return
+        loaded = []
+        for document in documents:
+            fmt = document.format or ""
+            if document.sha256 and extracts.exists(document.sha256, fmt):
+                loaded.append(indexed_document(document, extracts.load(document.sha256, fmt)))
+        yield len(documents), loaded
+        last_id = documents[-1].id
+
+
 def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
     """Download a webhook document's body; return its sha256 when extraction should follow."""
     with rt.catalog.session() as session:

@@ -21,7 +21,7 @@ from ldims.settings import Settings
 from workers.dispatch import Dispatcher
 from workers.extracts import ExtractStore
 from workers.lexicon_sync import follow_toolset
-from workers.pipeline import indexed_document
+from workers.pipeline import completed_versions, indexed_document
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +31,17 @@ def rebuild_if_needed(settings: Settings) -> int | None:
     The qmd lexicon is made to follow the qmd toolset either way (:mod:`workers.lexicon_sync`)."""
     index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
     catalog = Catalog(settings.catalog_url)
-    if index.ready:
+    try:
+        if not index.ready:
+            with catalog.session() as session:
+                if repository.completed_documents(session, limit=1):
+                    index.close()
+                    return rebuild(settings)
+            index.mark_ready()  # nothing to rebuild from: a new install
         follow_toolset(settings, index, catalog, ExtractStore(settings.extracts_dir))
         return None
-    with catalog.session() as session:
-        if not repository.completed_documents(session, limit=1):
-            index.mark_ready()  # nothing to rebuild from: a new install
-            follow_toolset(settings, index, catalog, ExtractStore(settings.extracts_dir))
-            return None
-    index.close()
-    return rebuild(settings)
+    finally:
+        catalog.dispose()
 
 
 def rebuild(
@@ -54,21 +55,13 @@ def rebuild(
     shutil.rmtree(settings.index_dir / name, ignore_errors=True)
     building = DocumentIndex(settings.index_dir, folder=name, lexical=settings.qmd_lexicon)
     count = 0
-    last_id = ""
-    while True:
-        with catalog.session() as session:
-            documents = repository.completed_documents(session, last_id, batch_size)
-        if not documents:
-            break
+    for rows, loaded in completed_versions(catalog, extracts, batch_size):
         with building.batch() as batch:
-            for document in documents:
-                if document.sha256 and extracts.exists(document.sha256, document.format or ""):
-                    result = extracts.load(document.sha256, document.format or "")
-                    batch.replace(indexed_document(document, result))
-                    count += 1
-        last_id = documents[-1].id
+            for document in loaded:
+                batch.replace(document)
+        count += len(loaded)
         if progress:
-            progress(len(documents))
+            progress(rows)
     # One segment before readers see it: a fresh rebuild is the cheapest time to merge.
     building.optimize()
     building.mark_ready()
