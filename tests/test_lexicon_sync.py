@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from indexer import DocumentIndex
-from ldims.catalog import Catalog, Document, utcnow
+from ldims.catalog import Catalog, Document
 from ldims.settings import Settings
+from tests.conftest import document_row
 from workers.extraction import ExtractionResult, Page
 from workers.extracts import ExtractStore
 from workers.lexicon_sync import follow_toolset
-from workers.pipeline import Runtime, indexed_document
+from workers.pipeline import Runtime, indexed_document, reindex_completed
 
 TEXTS = {
     "acme/aaaa": "# Herons\n\nThe grey heron waits at the pond.\n",
@@ -31,7 +32,6 @@ def data(tmp_path: Path) -> Path:
     catalog = Catalog(settings.catalog_url)
     catalog.upgrade()
     extracts = ExtractStore(settings.extracts_dir)
-    now = utcnow()
     with catalog.session() as session:
         for document_id, text in TEXTS.items():
             sha = hashlib.sha256(text.encode()).hexdigest()
@@ -40,20 +40,15 @@ def data(tmp_path: Path) -> Path:
             )
             extracts.save(sha, result)
             session.add(
-                Document(
-                    id=document_id,
-                    tenant="acme",
+                document_row(
+                    document_id,
+                    "acme",
                     collection="notes",
                     name=f"{document_id[-4:]}.md",
                     source_path=f"{document_id[-4:]}.md",
                     sha256=sha,
                     format="text/markdown",
-                    created_at=now,
-                    updated_at=now,
-                    status_changed_at=now,
-                    version=1,
                     status="completed",
-                    attempts=0,
                 )
             )
     catalog.dispose()
@@ -67,11 +62,8 @@ def runtime(data: Path, toolsets: list[str] | None) -> Runtime:
 def index_all(rt: Runtime) -> None:
     """What the index worker does with the two documents."""
     with rt.catalog.session() as session:
-        documents = list(session.query(Document))
-    with rt.index_writer.batch() as batch:
-        for document in documents:
-            result = rt.extracts.load(document.sha256 or "", document.format or "")
-            batch.replace(indexed_document(document, result))
+        jobs = [(d.id, d.sha256 or "") for d in session.query(Document)]
+    assert len(reindex_completed(rt, jobs)) == 2
 
 
 def hits(index: DocumentIndex, query: str) -> list[str]:

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-from ldims.catalog import Catalog, Document, repository, utcnow
+from ldims.catalog import Catalog, repository, utcnow
 from ldims.documents import status_of
 from ldims.errors import OcrDeferred, PermanentError
 from ldims.settings import Settings
-from tests.conftest import DOCS, Stack, key_of
+from tests.conftest import DOCS, Stack, document_row, key_of
 from workers import pipeline, reconcile
 from workers.extraction import ExtractionLimits, ExtractionSandbox, detect_format, extract_file
 
@@ -126,17 +126,11 @@ def _stale_scan(catalog: Catalog, doc_id: str, sha: str) -> None:
     now = utcnow()
     with catalog.session() as session:
         session.add(
-            Document(
-                id=doc_id,
-                tenant="t",
-                collection="c",
+            document_row(
+                doc_id,
                 name="scan.pdf",
                 sha256=sha,
                 format="application/pdf",
-                created_at=now,
-                updated_at=now,
-                status_changed_at=now,
-                version=1,
                 status="processing",
                 attempts=1,
             )

@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from ldims.caller import Caller
-from ldims.catalog import Catalog, Document, utcnow
+from ldims.catalog import Catalog
 from ldims.qmd.core import _GLOB_FLAGS, Qmd
 from ldims.qmd.folders import compile_glob
 from ldims.settings import Settings
+from tests.conftest import document_row
 
 PATHS = [
     *(f"topic {t:02d}/note-{n:03d}.md" for t in range(4) for n in range(12)),
@@ -46,25 +47,19 @@ PATTERNS = [
 
 @pytest.fixture()
 def qmd(catalog: Catalog, tmp_path: Path) -> Qmd:
-    now = utcnow()
     with catalog.session() as session:
-        for tenant, collection in (("acme", "kb"), ("globex", "kb")):
+        for tenant in ("acme", "globex"):
             for n, path in enumerate(PATHS):
                 session.add(
-                    Document(
-                        id=f"{tenant}/{n:04d}",
-                        tenant=tenant,
-                        collection=collection,
+                    document_row(
+                        f"{tenant}/{n:04d}",
+                        tenant,
+                        collection="kb",
                         name=Path(path).name,
                         source_path=path,
                         sha256=f"{n:064x}",
                         format="text/markdown",
-                        created_at=now,
-                        updated_at=now,
-                        status_changed_at=now,
-                        version=1,
                         status="completed",
-                        attempts=0,
                     )
                 )
     settings = Settings(data_dir=tmp_path)

@@ -4,24 +4,13 @@ extractions, swapped in while searches keep working, and ``--if-needed`` does no
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 from indexer import SCHEMA_VERSION, DocumentIndex, SearchRequest
-from tests.conftest import ROOT, Stack, key_of, settings_env
+from tests.conftest import Stack, key_of, run_ldims
 
 
 def reindex(stack: Stack, *options: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "runtime.cli.main", "reindex", *options],
-        env=settings_env(stack.settings),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    )
-    return done.stdout
+    return run_ldims(stack.settings, "reindex", *options).stdout
 
 
 def test_reindex_rebuilds_a_missing_index_from_the_catalog(stack: Stack) -> None:
