@@ -514,16 +514,29 @@ def test_update_watch_follows_the_folder(added: Env, tmp_path: Path) -> None:
         text=True,
     )
     try:
-        added.settled()
-        assert files(call(added.url, "search", {"query": "ocelots"})) == ["watched/first.md"]
+        # A file made after the first scan, before the watcher is live, is not lost: the
+        # watcher scans once more when it is live, and only then says "Watching".
+        wait_until(lambda: "All collections updated" in _peek(watcher), 30)
+        (folder / "early.md").write_text("# Early\n\nan early note about ocelots\n")
         wait_until(lambda: "Watching 1 folder" in _peek(watcher), 30)
+        added.settled()
+        assert sorted(files(call(added.url, "search", {"query": "ocelots"}))) == [
+            "watched/early.md",
+            "watched/first.md",
+        ]
         (folder / "second.md").write_text("# Second\n\nanother note about ocelots\n")
         (folder / "first.md").unlink()
 
         def followed() -> bool:
-            return files(call(added.url, "search", {"query": "ocelots"})) == ["watched/second.md"]
+            found = files(call(added.url, "search", {"query": "ocelots"}))
+            return sorted(found) == ["watched/early.md", "watched/second.md"]
 
-        wait_until(followed, 60, 0.5)
+        try:
+            wait_until(followed, 60, 0.5)
+        except AssertionError:
+            found = files(call(added.url, "search", {"query": "ocelots"}))
+            printed = _peek(watcher)
+            raise AssertionError(f"search finds {found}; the watcher printed:\n{printed}") from None
         printed = _peek(watcher)
     finally:
         watcher.terminate()

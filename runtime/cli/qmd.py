@@ -217,9 +217,19 @@ def _watch(qmd: Any, caller: Any, names: list[str] | None, reports: list[Any]) -
     if not folders:
         click.echo("No folder collections to watch.")
         return
-    click.echo(f"Watching {len(folders)} folder(s); Ctrl-C stops.")
+    live = False
     with contextlib.suppress(KeyboardInterrupt):
-        for changes in watch_files(*folders, debounce=500, recursive=True):
+        # yield_on_timeout: the first (possibly empty) batch says the watcher is live; a change
+        # made between the first scan and that moment is caught by one more update then, and
+        # only then does "Watching" promise that later changes are followed.
+        for changes in watch_files(
+            *folders, debounce=500, recursive=True, rust_timeout=1000, yield_on_timeout=True
+        ):
+            if not live:
+                live = True
+                _update_and_report(qmd, caller, sorted(set(folders.values())), quiet=True)
+                click.echo(f"Watching {len(folders)} folder(s); Ctrl-C stops.")
+                continue
             touched = sorted(
                 {
                     name
@@ -228,8 +238,15 @@ def _watch(qmd: Any, caller: Any, names: list[str] | None, reports: list[Any]) -
                     if changed.startswith(path)
                 }
             )
-            for report in qmd.library.update(caller, touched):
-                click.echo(f"{report.collection}: {report.line}")
+            if touched:
+                _update_and_report(qmd, caller, touched)
+
+
+def _update_and_report(qmd: Any, caller: Any, names: list[str], quiet: bool = False) -> None:
+    """Update these collections and print each one's line (``quiet``: only where files changed)."""
+    for report in qmd.library.update(caller, names):
+        if not quiet or report.new or report.updated or report.removed or report.skipped:
+            click.echo(f"{report.collection}: {report.line}")
 
 
 def _print_report(report: Any) -> None:
