@@ -4,7 +4,7 @@ What it measures
 ----------------
 Documents go straight into a :class:`DocumentIndex` in a temporary folder (no servers, no
 queues): the 1-8 KB generated texts of ``bench/ingest.py`` (``make_documents``, Latin,
-Cyrillic and Chinese lines, ``random.Random(42)``), cut by ``workers.chunking.chunk_pages``
+Cyrillic and Chinese lines, ``random.Random(42)``), cut by ``ldims.text.chunking.chunk_pages``
 as the index worker cuts them. A share of the writes (``--replace-share``, 5%) replaces an
 earlier document with a new version (other text), so segments carry deleted chunks as they
 do in service.
@@ -58,8 +58,8 @@ from whoosh.writing import IndexWriter
 
 from indexer import DocumentIndex, IndexedDocument, SearchRequest
 from indexer.merging import MAX_MERGE_CHUNKS, MERGE_FACTOR, TIER_BASE_CHUNKS, TieredMerge
-from workers.chunking import chunk_pages
-from workers.extraction import Page
+from ldims.text import Page
+from ldims.text.chunking import chunk_pages
 
 RESULTS = Path(__file__).resolve().parent / "results" / "index_commits.md"
 QUERIES = ["invoice audit", "retention policy", "Документ", "合同", "latency replica shard"]

@@ -114,7 +114,7 @@ from indexer.embedding import fingerprint_of
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document, repository
 from ldims.errors import PermanentError
-from workers.chunking import chunk_pages
+from ldims.text.chunking import chunk_pages
 from workers.extraction import ExtractionLimits, detect_format, extract_file
 
 RESULTS = Path(__file__).resolve().parent / "results" / "ingest.md"

@@ -32,10 +32,10 @@ from PIL import Image, ImageDraw, ImageFont
 from rapidfuzz.distance import Levenshtein
 
 from indexer import DocumentIndex, IndexedDocument, SearchRequest
-from workers.chunking import chunk_pages
+from ldims.text import Page
+from ldims.text.chunking import chunk_pages
 from workers.extraction import ExtractionLimits, ExtractionSandbox, extract_file
 from workers.extraction.containers import DOCX
-from workers.extraction.result import Page
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT.parent / "shared" / "corpus" / "docs"

@@ -100,8 +100,8 @@ from vector_cache import CachedEmbedder
 from indexer import DocumentIndex, IndexedDocument, QueryUnprocessable, SearchRequest
 from indexer.analysis import keyword_analyzer, warm_up
 from indexer.embedding import Embedder
-from workers.chunking import chunk_pages
-from workers.extraction import Page
+from ldims.text import Page
+from ldims.text.chunking import chunk_pages
 
 ROOT = Path(__file__).resolve().parents[1]
 IR = ROOT.parent / "shared" / "corpus" / "ir"

@@ -35,14 +35,16 @@ from ldims.documents.extract_text import (
     text_pieces,
     window,
 )
+from ldims.text import ExtractionResult, Page
+from ldims.text.chunking import MAX_CHUNK_CHARS, chunk_pages
 from tests.conftest import RedisServer, Stack, make_settings
-from workers.chunking import MAX_CHUNK_CHARS, chunk_pages
-from workers.extraction import ExtractionResult, Page
 
 CAP = 200_000  # LDIMS_MCP_MAX_CONTENT_CHARS of the stack
 MB = 1 << 20
-_NEXT = re.compile(r'\n\n\[\.\.\. truncated at \d+ characters: [^\]]*Continue with get '
-                   r'file="(?P<file>[^"]+)"(?: fromChar=(?P<char>\d+))?[^\]]*\]$')
+_NEXT = re.compile(
+    r"\n\n\[\.\.\. truncated at \d+ characters: [^\]]*Continue with get "
+    r'file="(?P<file>[^"]+)"(?: fromChar=(?P<char>\d+))?[^\]]*\]$'
+)
 FIRST_WORD, LAST_WORD = "alphaquintessa", "omegaquintessa"
 WORDS = ["turbine", "blade", "controller", "fault", "code", "warranty", "zebra", "quokka"]
 
@@ -108,9 +110,9 @@ def test_the_pieces_of_a_long_line_joined_give_it_back_blank_pieces_too() -> Non
 # --- reading an extract in pieces --------------------------------------------------------------
 def test_a_window_walk_gives_the_text_exactly_once(tmp_path: Path) -> None:
     pages = [prose(300_000, 3, 9), prose(250_000, 4), "", 'quotes " and \\ and é 中文 😀\n']
-    result = ExtractionResult("text/plain", "test", "\n\n".join(pages), [
-        Page(n, text) for n, text in enumerate(pages, 1)
-    ])
+    result = ExtractionResult(
+        "text/plain", "test", "\n\n".join(pages), [Page(n, text) for n, text in enumerate(pages, 1)]
+    )
     path = tmp_path / "extract.json"
     path.write_text(result.to_json(), encoding="utf-8")
     marker = "\n<!-- page {} -->\n".format
@@ -140,9 +142,9 @@ def test_a_window_walk_gives_the_text_exactly_once(tmp_path: Path) -> None:
 
 def test_a_texts_sizes_are_walked_once_per_extract(tmp_path: Path) -> None:
     pages = [prose(200_000, 5, 7), "", "é 中文 😀\nend"]
-    result = ExtractionResult("text/plain", "test", "the text value", [
-        Page(n, text) for n, text in enumerate(pages, 1)
-    ])
+    result = ExtractionResult(
+        "text/plain", "test", "the text value", [Page(n, text) for n, text in enumerate(pages, 1)]
+    )
     path = tmp_path / "extract.json"
     path.write_text(result.to_json(), encoding="utf-8")
     joined = "\n\n".join(pages)
@@ -290,9 +292,9 @@ def test_the_resource_and_multi_get_are_bounded_and_say_how_to_go_on(big: Any) -
             assert len(text) <= CAP + 300 and text.startswith("1: ")
             notice = _NEXT.search(text)
             assert notice and notice["file"].startswith("big/lines.md:")
-            assert "lineNumbers=true" in text[notice.start():]
+            assert "lineNumbers=true" in text[notice.start() :]
             shown = text[: notice.start()].split("\n")
-            assert f'{len(shown) + 1}' == notice["file"].rsplit(":", 1)[1]
+            assert f"{len(shown) + 1}" == notice["file"].rsplit(":", 1)[1]
             assert shown[-1] == f"{len(shown)}: " + texts["lines.md"].split("\n")[len(shown) - 1]
             # maxBytes far over the bound: each big file skipped, the answer stays small.
             found = await mcp.call_tool("multi_get", {"pattern": "big/*", "maxBytes": 10**9})
@@ -307,7 +309,7 @@ def test_the_resource_and_multi_get_are_bounded_and_say_how_to_go_on(big: Any) -
                 uri = f"ldims://docs/{document_id}/extracted_content"
                 whole = (await mcp.read_resource(uri)).contents[0].text
                 assert len(whole) <= CAP + 300
-                assert whole.startswith(texts[name][:CAP // 2])
+                assert whole.startswith(texts[name][: CAP // 2])
                 assert f"is longer than {CAP} characters; it was cut here" in whole
             hostile = await mcp.call_tool("multi_get", {"pattern": "{1..100000}"})
             assert hostile.is_error
@@ -367,9 +369,7 @@ def test_eight_concurrent_largest_reads_keep_the_api_memory_flat(big: Any) -> No
                     calls.append(mcp.read_resource(f"qmd://{name}"))
                 elif n % 4 == 1:  # the documents toolset's largest read
                     document_id = stack.ids[name.removeprefix("big/")]
-                    calls.append(
-                        mcp.read_resource(f"ldims://docs/{document_id}/extracted_content")
-                    )
+                    calls.append(mcp.read_resource(f"ldims://docs/{document_id}/extracted_content"))
                 elif n % 4 == 2:
                     calls.append(mcp.call_tool("multi_get", {"pattern": "big/*", "maxBytes": CAP}))
                 else:

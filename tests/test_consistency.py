@@ -16,12 +16,12 @@ from sqlalchemy import update
 from ldims.catalog import Document, utcnow
 from ldims.semantic import fingerprint_for
 from ldims.settings import Settings, get_settings
+from ldims.text import ExtractionResult, Page
 from runtime.cli.main import cli
 from tests.conftest import document_row
 from workers import consistency
 from workers.consistency import Findings, inspect, repair
 from workers.embed_run import rows
-from workers.extraction import ExtractionResult, Page
 from workers.pipeline import Runtime, indexed_document, reindex_completed
 
 TEXTS = {

@@ -21,14 +21,10 @@ import pypdfium2
 import pytest
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from tests.conftest import DOCS
 from tests.tika_server import running_tika_server
-from workers.extraction import (
-    ExtractionLimits,
-    ExtractionResult,
-    ExtractionSandbox,
-    detect_format,
-)
+from workers.extraction import ExtractionLimits, ExtractionSandbox, detect_format
 
 MIB = 1024 * 1024
 

@@ -10,8 +10,9 @@ import docx
 import pytest
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from tests.conftest import DOCS
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 from workers.extraction.word import extract_docx
 
 LIMITS = ExtractionLimits()

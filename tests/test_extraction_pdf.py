@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from workers.extraction.pdf import extract_pdf, parse_pdf_date
-from workers.extraction.result import ExtractionLimits, ExtractionResult, OcrOptions
+from workers.extraction.result import ExtractionLimits, OcrOptions
 
 DOCS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docs"
 LIMITS = ExtractionLimits()

@@ -16,9 +16,10 @@ import httpx
 import pytest
 
 from ldims.errors import PermanentError, TransientError
+from ldims.text import ExtractionResult
 from tests.tika_server import running_tika_server
 from workers.extraction.containers import EPUB, PPTX, XLSX
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 from workers.extraction.tika import extract_with_tika
 
 DOCS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "docs"

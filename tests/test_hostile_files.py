@@ -17,14 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ldims.errors import ProcessingError
+from ldims.text import ExtractionResult
 from tests.conftest import DOCS
-from workers.extraction import (
-    FAILURE_CODES,
-    ExtractionLimits,
-    ExtractionResult,
-    ExtractionSandbox,
-    detect_format,
-)
+from workers.extraction import FAILURE_CODES, ExtractionLimits, ExtractionSandbox, detect_format
 
 SOURCES = (
     "tika__testWORD_various.docx",

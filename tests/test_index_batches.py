@@ -19,9 +19,9 @@ import redis
 from indexer import Chunk, DocumentIndex, IndexedDocument, SearchRequest
 from ldims.catalog import repository
 from ldims.settings import Settings
+from ldims.text import ExtractionResult, Page
 from tests.conftest import RedisServer, Stack, document_row, key_of, wait_until
 from workers import pipeline
-from workers.extraction import ExtractionResult, Page
 from workers.pipeline import IndexJob, run_index_batch
 
 

@@ -12,10 +12,10 @@ import pytest
 
 from indexer import DocumentIndex
 from ldims.catalog import Catalog, Document
+from ldims.extracts import ExtractStore
 from ldims.settings import Settings
+from ldims.text import ExtractionResult, Page
 from tests.conftest import document_row
-from workers.extraction import ExtractionResult, Page
-from workers.extracts import ExtractStore
 from workers.lexicon_sync import follow_toolset
 from workers.pipeline import Runtime, indexed_document, reindex_completed
 

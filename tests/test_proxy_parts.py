@@ -20,13 +20,13 @@ from indexer import DocumentIndex
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document
 from ldims.errors import NotFound
+from ldims.extracts import ExtractStore
 from ldims.proxy import Limiter, LimitSettings, ProxyStore, circuit_breaker
 from ldims.proxy.errors import RateLimitExceeded, StoreUnavailable, ToolError
 from ldims.proxy.sections import sections_of, slug
 from ldims.proxy.tokens import count_tokens, trim_to_tokens
+from ldims.text import ExtractionResult, Page, Section
 from tests.conftest import RedisServer, free_port, key_of, make_settings, settings_env
-from workers import ExtractStore
-from workers.extraction import ExtractionResult, Page, Section
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ here, and a new one fails this test (document rows: tests/test_row_owner.py).
 - the vectors: the embed stage (``workers.embed_run``), deletes included;
 - originals: written where bytes arrive (an upload's multipart parser, a bulk or folder file,
   a fetched URL), removed in one place with their extractions
-  (``workers.extracts.discard_unreferenced``: only what no row refers to);
+  (``ldims.extracts.discard_unreferenced``: only what no row refers to);
 - extractions: written by the extract stage's record (``workers.pipeline``), removed with
   their original.
 """
@@ -42,9 +42,9 @@ OWNERS = {
         "ldims/qmd/library.py",
         "workers/fetch.py",
     },
-    "blob deletes": {"workers/extracts.py"},
+    "blob deletes": {"ldims/extracts.py"},
     "extract writes": {"workers/pipeline.py"},
-    "extract deletes": {"workers/extracts.py"},
+    "extract deletes": {"ldims/extracts.py"},
 }
 
 

@@ -14,14 +14,10 @@ if TYPE_CHECKING:
     from workers.backlog import EmbedBacklog, EmbedRates, embedding_backlog
     from workers.dispatch import Dispatcher
     from workers.extraction import (
-        ExtractionResult,
-        Page,
-        Section,
         detect_format,
         extract_file,
         self_check,
     )
-    from workers.extracts import ExtractStore
     from workers.fetch import check_url
 
 # Loaded when first asked for: a module of the package (``workers.queues``, say) is then
@@ -30,10 +26,6 @@ _WHERE = {
     "Dispatcher": "workers.dispatch",
     "EmbedBacklog": "workers.backlog",
     "EmbedRates": "workers.backlog",
-    "ExtractStore": "workers.extracts",
-    "ExtractionResult": "workers.extraction",
-    "Page": "workers.extraction",
-    "Section": "workers.extraction",
     "check_url": "workers.fetch",
     "detect_format": "workers.extraction",
     "embedding_backlog": "workers.backlog",
@@ -45,10 +37,6 @@ __all__ = [
     "Dispatcher",
     "EmbedBacklog",
     "EmbedRates",
-    "ExtractStore",
-    "ExtractionResult",
-    "Page",
-    "Section",
     "check_url",
     "detect_format",
     "embedding_backlog",

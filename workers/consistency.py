@@ -37,9 +37,9 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 
 from ldims.catalog import Document, DocumentStatus, repository, utcnow, vector_work
+from ldims.extracts import discard_unreferenced
 from ldims.semantic import fingerprint_for
 from workers.embed_run import delete_vectors
-from workers.extracts import discard_unreferenced
 from workers.pipeline import Runtime
 
 log = logging.getLogger(__name__)

@@ -18,8 +18,8 @@ import logging
 
 from indexer import DocumentIndex
 from ldims.catalog import Catalog
+from ldims.extracts import ExtractStore
 from ldims.settings import Settings
-from workers.extracts import ExtractStore
 from workers.pipeline import completed_versions
 
 log = logging.getLogger(__name__)

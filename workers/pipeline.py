@@ -30,18 +30,13 @@ from ldims.errors import (
     TransientError,
     passing_trouble,
 )
+from ldims.extracts import ExtractStore
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
-from workers.chunking import chunk_pages
+from ldims.text import ExtractionResult
+from ldims.text.chunking import chunk_pages
 from workers.embed_scratch import Scratch
-from workers.extraction import (
-    ExtractionLimits,
-    ExtractionResult,
-    ExtractionSandbox,
-    OcrOptions,
-    detect_format,
-)
-from workers.extracts import ExtractStore
+from workers.extraction import ExtractionLimits, ExtractionSandbox, OcrOptions, detect_format
 from workers.fetch import fetch_to_store
 from workers.heap import release_free_memory
 

@@ -17,9 +17,9 @@ from datetime import datetime
 from indexer import SCHEMA_VERSION, DocumentIndex, replace_folder
 from ldims.catalog import Catalog, DocumentStatus, repository, utcnow
 from ldims.errors import LdimsError
+from ldims.extracts import ExtractStore
 from ldims.settings import Settings
 from workers.dispatch import Dispatcher
-from workers.extracts import ExtractStore
 from workers.lexicon_sync import follow_toolset
 from workers.pipeline import completed_versions, indexed_document
 

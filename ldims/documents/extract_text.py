@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, TypeVar
 
-from workers import ExtractionResult
+from ldims.text import ExtractionResult, Separator, line_count, page_texts
 
 BLOCK = 1 << 16
 _WHITE = b" \t\r\n"
@@ -49,9 +49,6 @@ T = TypeVar("T")
 
 class UnreadableStream(ValueError):
     """The extract is not laid out as :func:`text_pieces` expects."""
-
-
-Separator = Callable[[int], str]  # the text between page n-1 and page n
 
 
 def text_pieces(path: Path, separator: Separator) -> Iterator[str]:
@@ -113,7 +110,7 @@ class Measures:
 
     pages: int  # pages of text (1: it has none, its ``text`` alone)
     page_chars: int  # characters of the pages' texts, no separators counted
-    lines: int  # lines of the pages joined with a blank line (or any two-line separator)
+    lines: int  # the document's lines (ldims.text.lines)
     text_chars: int  # characters of the ``text`` value (REST's ``content``)
 
 
@@ -179,25 +176,28 @@ def text_measures(path: Path) -> Measures:
 
 
 def _measure(path: Path) -> Measures:
+    """The sizes, from a walk of the pages with nothing between them."""
     pages = 1
     chars = newlines = 0
 
-    def separator(number: int) -> str:
+    def between(number: int) -> str:
         nonlocal pages
         pages += 1
-        return "\n\n"
+        return ""
 
-    for piece in text_pieces(path, separator):
+    for piece in text_pieces(path, between):
         chars += len(piece)
         newlines += piece.count("\n")
     text_chars = sum(len(piece) for piece in text_value(path))
-    return Measures(pages, chars - 2 * (pages - 1), newlines + 1, text_chars)
+    return Measures(pages, chars, line_count(newlines, pages), text_chars)
 
 
 def _measure_whole(result: ExtractionResult) -> Measures:
-    texts = [page.text for page in result.pages] if result.pages else [result.text]
-    newlines = sum(text.count("\n") for text in texts) + 2 * (len(texts) - 1)
-    return Measures(len(texts), sum(map(len, texts)), newlines + 1, len(result.text))
+    texts = page_texts(result)
+    newlines = sum(text.count("\n") for text in texts)
+    return Measures(
+        len(texts), sum(map(len, texts)), line_count(newlines, len(texts)), len(result.text)
+    )
 
 
 def character_slice(pieces: Iterable[str], offset: int, limit: int) -> str:

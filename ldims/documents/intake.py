@@ -25,9 +25,9 @@ from ldims.blobs import BlobStore, StoredBlob
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, document_key, repository
 from ldims.errors import InvalidInput, NotFound, PermanentError, ServiceUnavailable
+from ldims.extracts import ExtractStore, discard_unreferenced
 from ldims.settings import Settings
-from workers import Dispatcher, ExtractStore, check_url, detect_format
-from workers.extracts import discard_unreferenced
+from workers import Dispatcher, check_url, detect_format
 
 log = logging.getLogger(__name__)
 _DATETIME = TypeAdapter(datetime)

@@ -4,7 +4,7 @@ character offset, by page range or by line range — bounded, each part saying w
 The views answer by the document's state as the LDIMS seed asks: ``StillProcessing`` (202 /
 ``PROCESSING``) while queued or processing, ``ContentUnavailable`` (409) once it failed. Line
 numbers are those of search hits (``lineStart``/``lineEnd``): the lines of the pages joined
-with one blank line between pages, counted from 1 (:mod:`workers.chunking`).
+with one blank line between pages, counted from 1 (:mod:`ldims.text.lines`, the one rule).
 """
 
 from __future__ import annotations
@@ -32,18 +32,14 @@ from ldims.documents.extract_text import (
 from ldims.documents.intake import owned_document
 from ldims.documents.uris import extracted_uri, lines_uri, pages_uri
 from ldims.errors import ContentUnavailable, InvalidInput, NotFound, StillProcessing
+from ldims.extracts import ExtractStore
 from ldims.semantic import fingerprint_for
 from ldims.settings import Settings
-from workers import ExtractionResult, ExtractStore
+from ldims.text import ExtractionResult, blank_line, joined, page_texts
 
 _RANGE = re.compile(r"^(?P<first>\d{1,7})(?:-(?P<last>\d{1,7}))?$")
 RETRY_AFTER_SECONDS = 5
 _ALL = 10**9  # "to the last page"
-
-
-def _blank_line(number: int) -> str:
-    """Between two pages in the line numbering of search hits: one blank line."""
-    return "\n\n"
 
 
 _STAGES = {
@@ -232,7 +228,7 @@ class DocumentReader:
         limit = self.settings.mcp_max_content_chars
 
         def whole(result: ExtractionResult) -> tuple[list[str], int]:
-            pages = pages_of(result)
+            pages = page_texts(result)
             return [page[: limit + 1] for page in pages[first - 1 : last]], len(pages)
 
         return read_extract(path, lambda: read_pages(path, first, last, limit), whole)
@@ -253,13 +249,13 @@ class DocumentReader:
         last = min(last, count)
 
         def whole(result: ExtractionResult) -> tuple[list[str], int]:
-            text = "\n\n".join(pages_of(result))
+            text = joined(page_texts(result))
             return _numbered(iter(text.split("\n")[first - 1 :]), first, last, limit)
 
         out, shown = read_extract(  # the walk stops at the last line shown
             path,
             lambda: _numbered(
-                line_beginnings(text_pieces(path, _blank_line), first, limit + 1),
+                line_beginnings(text_pieces(path, blank_line), first, limit + 1),
                 first,
                 last,
                 limit,
@@ -343,12 +339,6 @@ def _numbered(lines: Iterator[str], first: int, last: int, limit: int) -> tuple[
         size += len(out[-1]) + 1
         shown = number
     return out, shown
-
-
-def pages_of(result: ExtractionResult) -> list[str]:
-    if result.pages:
-        return [page.text for page in sorted(result.pages, key=lambda page: page.number)]
-    return [result.text]
 
 
 VectorsState = Literal["ready", "pending", "failed", "off"]

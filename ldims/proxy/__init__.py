@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 from indexer import DocumentIndex
 from ldims.catalog import Catalog
+from ldims.extracts import ExtractStore
 from ldims.proxy.audit import AuditEntry, AuditTrail
 from ldims.proxy.core import DOC_TOOLS, TOOLS, Admission, Proxy, ProxyConfig, QueryVector
 from ldims.proxy.errors import (
@@ -23,7 +24,6 @@ from ldims.proxy.errors import (
 from ldims.proxy.limits import Limiter, LimitSettings
 from ldims.proxy.store import ProxyStore, circuit_breaker
 from ldims.settings import Settings
-from workers.extracts import ExtractStore
 
 __all__ = [
     "circuit_breaker",

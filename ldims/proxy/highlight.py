@@ -21,7 +21,7 @@ from indexer import snippet
 
 ELLIPSIS = "…"
 MARK = "**"
-# Characters kept from the index per snippet: a chunk is at most 2,000 (workers.chunking cuts
+# Characters kept from the index per snippet: a chunk is at most 2,000 (ldims.text.chunking cuts
 # a longer line in pieces), so the window holds a whole chunk with room to spare.
 WIDE_CHARS = 4096
 # Longer than any spaced value the masker knows (a card with separators, an IBAN in groups,

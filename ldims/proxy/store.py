@@ -23,10 +23,10 @@ from sqlalchemy.exc import DBAPIError
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, DocumentStatus, document_key, repository
 from ldims.errors import ContentUnavailable, NotFound, StillProcessing
+from ldims.extracts import ExtractStore
 from ldims.proxy.errors import StoreUnavailable, ToolError
 from ldims.proxy.sections import SectionView, sections_of
-from workers.extraction.result import ExtractionResult
-from workers.extracts import ExtractStore
+from ldims.text import ExtractionResult
 
 T = TypeVar("T")
 

@@ -32,7 +32,6 @@ from ldims.documents.extract_text import (
     text_pieces,
     window,
 )
-from ldims.documents.reading import pages_of
 from ldims.errors import InvalidInput, LdimsError, QueryUnprocessable
 from ldims.qmd.errors import FileNotFound, NoFilesMatched, NoVectors
 from ldims.qmd.folders import TooManyPatterns, compile_glob
@@ -49,7 +48,7 @@ from ldims.qmd.text import (
     with_context,
 )
 from ldims.settings import Settings
-from workers import ExtractionResult
+from ldims.text import ExtractionResult, joined, page_texts
 
 DEFAULT_LIMIT = 10
 MAX_LIMIT = 100
@@ -678,16 +677,12 @@ class Qmd:
 
 def _joined(result: ExtractionResult) -> str:
     """The text of an extract read whole: its pages, a page marker between two."""
-    pages = pages_of(result)
-    parts = [pages[0]]
-    for number, page in enumerate(pages[1:], start=2):
-        parts.append(_page_marker(number))
-        parts.append(page)
-    return "".join(parts)
+    return joined(page_texts(result), _page_marker)
 
 
 def _page_marker(number: int) -> str:
-    """The line in place of the blank one before page ``number`` (>= 2)."""
+    """The line in place of the blank one before page ``number`` (>= 2; one line, as
+    :mod:`ldims.text.lines` numbers them)."""
     return f"\n<!-- page {number} -->\n"
 
 

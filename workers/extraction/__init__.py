@@ -1,4 +1,5 @@
-"""Extraction: a file in, an :class:`ExtractionResult` out, or a ``PermanentError`` with a code.
+"""Extraction: a file in, an :class:`ldims.text.ExtractionResult` out, or a ``PermanentError``
+with a code.
 
 Extractors are pure: no catalog or index I/O. :func:`extract_file` picks one by the type
 detected from the bytes and runs it in this process; workers use :class:`ExtractionSandbox`,
@@ -12,27 +13,15 @@ import httpx
 from workers.extraction.detect import detect_format
 from workers.extraction.registry import extract_path as extract_file
 from workers.extraction.registry import supported_types
-from workers.extraction.result import (
-    FAILURE_CODES,
-    ExtractionLimits,
-    ExtractionResult,
-    OcrOptions,
-    Page,
-    Section,
-    Table,
-)
+from workers.extraction.result import FAILURE_CODES, ExtractionLimits, OcrOptions
 from workers.extraction.sandbox import ExtractionSandbox
 from workers.extraction.text import extract_text
 
 __all__ = [
     "FAILURE_CODES",
     "ExtractionLimits",
-    "ExtractionResult",
     "ExtractionSandbox",
     "OcrOptions",
-    "Page",
-    "Section",
-    "Table",
     "detect_format",
     "extract_file",
     "self_check",

@@ -20,11 +20,12 @@ from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from workers.extraction.common import ensure_size
 from workers.extraction.containers import ZIP_ERRORS
 from workers.extraction.embedded import MAX_DEPTH, Inner
 from workers.extraction.guards import hostile
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 
 FORMAT = "application/zip"
 EXTRACTOR = "zip"

@@ -7,7 +7,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from ldims.errors import PermanentError
-from workers.extraction.result import ExtractionLimits, Section
+from ldims.text import Section
+from workers.extraction.result import ExtractionLimits
 
 # The lookbehind anchors each run at its start: without it a long run of blanks not followed
 # by a newline is retried from every position (quadratic).

@@ -21,10 +21,11 @@ from email.message import EmailMessage
 from pathlib import Path
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from workers.extraction.common import clean_text, ensure_size
 from workers.extraction.embedded import Inner
 from workers.extraction.html import extract_html
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 
 FORMAT = "message/rfc822"
 EXTRACTOR = "email"

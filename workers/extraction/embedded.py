@@ -16,9 +16,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path, PurePosixPath
 
 from ldims.errors import OcrDeferred, PermanentError, ProcessingError
+from ldims.text import ExtractionResult, Page
 from workers.extraction.common import clean_text, ensure_chars, ensure_pages
 from workers.extraction.detect import detect_format
-from workers.extraction.result import ExtractionLimits, ExtractionResult, Page
+from workers.extraction.result import ExtractionLimits
 
 MAX_DEPTH = 2
 MAX_FILES = 200

@@ -16,6 +16,7 @@ import lxml.html
 from lxml import etree
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult, Page, Table
 from workers.extraction.common import (
     SectionBuilder,
     clean_text,
@@ -24,7 +25,7 @@ from workers.extraction.common import (
     language_code,
     rows_to_text,
 )
-from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Table
+from workers.extraction.result import ExtractionLimits
 from workers.extraction.text import BOMS, decode_text
 
 logger = logging.getLogger(__name__)

@@ -15,10 +15,11 @@ from typing import Any
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from ldims.errors import OcrDeferred, PermanentError
+from ldims.text import ExtractionResult, Page
 from workers.extraction.common import clean_text, ensure_chars
 from workers.extraction.ocr import RecognizedPage, ocr_metadata, recognize, unavailable
 from workers.extraction.pdf_ocr import TIME_SHARE
-from workers.extraction.result import ExtractionLimits, ExtractionResult, Page
+from workers.extraction.result import ExtractionLimits
 
 EXTRACTOR = "tesseract"
 MAX_PIXELS = 100_000_000  # of one frame: a 10,000 x 10,000 scan

@@ -22,6 +22,7 @@ import pypdfium2
 import pypdfium2.raw as pdfium_c
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult, Page, Section
 from workers.extraction.common import (
     clean_text,
     ensure_chars,
@@ -32,7 +33,7 @@ from workers.extraction.common import (
 from workers.extraction.pdf_fallback import richer_texts
 from workers.extraction.pdf_ocr import recognize_pages
 from workers.extraction.pdf_tables import extract_tables, may_hold_table
-from workers.extraction.result import ExtractionLimits, ExtractionResult, Page, Section
+from workers.extraction.result import ExtractionLimits
 
 logger = logging.getLogger(__name__)
 

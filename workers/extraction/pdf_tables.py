@@ -20,8 +20,8 @@ import pdfplumber
 import pypdfium2
 import pypdfium2.raw as pdfium_c
 
+from ldims.text import Table
 from workers.extraction.common import rows_to_text
-from workers.extraction.result import Table
 
 logger = logging.getLogger(__name__)
 

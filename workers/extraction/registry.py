@@ -18,11 +18,12 @@ from pathlib import Path
 from types import ModuleType
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from workers.extraction import containers
 from workers.extraction.common import ensure_chars, ensure_size
 from workers.extraction.detect import FLAT_ODF_TYPES
 from workers.extraction.guards import check_xml, check_zip
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 from workers.extraction.strict_ooxml import is_strict, transitional_copy
 
 PDF = "application/pdf"

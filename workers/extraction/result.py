@@ -1,6 +1,7 @@
-"""The typed result of extracting one file, its JSON form on disk, and the extraction limits.
+"""The failure codes and limits of extracting one file.
 
-Every extractor returns an :class:`ExtractionResult` or raises ``PermanentError`` with one of
+Every extractor returns an :class:`ldims.text.ExtractionResult` (the data model every later
+stage shares, in the base layer) or raises ``PermanentError`` with one of
 the failure codes below. Pages are numbered from 1; a section's page span refers to them.
 
 Failure codes (``PermanentError.code``):
@@ -20,9 +21,7 @@ HOSTILE_FILE       zip bomb, XML entity bomb or a similar trap
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 FAILURE_CODES = (
     "EMPTY_FILE",
@@ -35,60 +34,6 @@ FAILURE_CODES = (
     "TIMEOUT",
     "HOSTILE_FILE",
 )
-
-
-@dataclass(frozen=True)
-class Page:
-    number: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Section:
-    heading: str
-    level: int
-    page_start: int
-    page_end: int
-    text: str
-
-
-@dataclass(frozen=True)
-class Table:
-    """A table as readable text: one line per row, cells separated by `` | ``."""
-
-    page: int
-    text: str
-
-
-@dataclass(frozen=True)
-class ExtractionResult:
-    """Everything later stages need of a file; produced once per content hash.
-
-    ``metadata`` keys, each optional: ``title``, ``author``, ``language`` (ISO 639-1),
-    ``created`` (ISO 8601), ``page_count``, ``encoding``, ``broken_pages`` (numbers of pages
-    that could not be parsed and are empty here), plus extractor-specific facts.
-    ``headers_footers`` holds running header/footer text, kept out of ``text`` and ``pages``.
-    """
-
-    format: str
-    extractor: str
-    text: str
-    pages: list[Page] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
-    metadata: dict[str, Any] = field(default_factory=dict)
-    headers_footers: list[str] = field(default_factory=list)
-
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False)
-
-    @classmethod
-    def from_json(cls, raw: str) -> ExtractionResult:
-        data = json.loads(raw)
-        data["pages"] = [Page(**page) for page in data.get("pages", [])]
-        data["sections"] = [Section(**section) for section in data.get("sections", [])]
-        data["tables"] = [Table(**table) for table in data.get("tables", [])]
-        return cls(**data)
 
 
 @dataclass(frozen=True)

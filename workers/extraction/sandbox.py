@@ -37,8 +37,9 @@ from ldims.errors import (
     ProcessingError,
     TransientError,
 )
+from ldims.text import ExtractionResult
 from workers.extraction.registry import TEXT_TYPES
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 
 log = logging.getLogger(__name__)
 

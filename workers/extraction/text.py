@@ -7,7 +7,7 @@ import re
 import charset_normalizer
 
 from ldims.errors import PermanentError
-from workers.extraction.result import ExtractionResult, Page, Section
+from ldims.text import ExtractionResult, Page, Section
 from workers.extraction.wide_text import SAMPLE_BYTES, wide_encoding
 
 # Longest first: the UTF-32 LE mark starts with the UTF-16 LE one.

@@ -34,8 +34,9 @@ from iscc_tika import (
 from tika_client import HttpStatusError, TikaClient
 
 from ldims.errors import PermanentError, TransientError
+from ldims.text import ExtractionResult
 from workers.extraction.common import ensure_pages, ensure_size, language_code, parse_count
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 from workers.extraction.xhtml import parse_xhtml
 
 log = logging.getLogger(__name__)

@@ -25,8 +25,9 @@ from docx.package import Package
 from lxml import etree
 
 from ldims.errors import PermanentError
+from ldims.text import ExtractionResult
 from workers.extraction.common import clean_text, language_code, parse_count
-from workers.extraction.result import ExtractionLimits, ExtractionResult
+from workers.extraction.result import ExtractionLimits
 from workers.extraction.word_body import PAGE, BodyReader, StyleMap, story_text
 
 log = logging.getLogger(__name__)

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from docx.oxml.ns import qn
 from lxml import etree
 
+from ldims.text import Page, Section, Table
 from workers.extraction.common import (
     SectionBuilder,
     clean_text,
@@ -23,7 +24,7 @@ from workers.extraction.common import (
     parse_count,
     rows_to_text,
 )
-from workers.extraction.result import ExtractionLimits, Page, Section, Table
+from workers.extraction.result import ExtractionLimits
 
 PAGE = "\f"
 _MC = "{http://schemas.openxmlformats.org/markup-compatibility/2006}"

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from lxml import etree
 
 from ldims.errors import PermanentError
+from ldims.text import Page, Section, Table
 from workers.extraction.common import (
     SectionBuilder,
     clean_text,
@@ -29,7 +30,7 @@ from workers.extraction.common import (
     ensure_pages,
     rows_to_text,
 )
-from workers.extraction.result import ExtractionLimits, Page, Section, Table
+from workers.extraction.result import ExtractionLimits
 
 EPUB = "application/epub+zip"
 ODS = "application/vnd.oasis.opendocument.spreadsheet"

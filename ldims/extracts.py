@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ldims.blobs import BlobStore
 from ldims.catalog import Catalog, Document
-from workers.extraction import ExtractionResult
+from ldims.text import ExtractionResult
 
 EXTRACTOR_VERSION = 2
 

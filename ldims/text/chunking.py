@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from indexer import Chunk
-from workers.extraction import Page
+from ldims.text.lines import numbered_pages
+from ldims.text.model import Page
 
 MAX_CHUNK_CHARS = 2000
 # A long line is cut after the last white space of a piece's second half (a word stays
@@ -29,9 +30,9 @@ def chunk_pages(pages: list[Page], max_chars: int = MAX_CHUNK_CHARS) -> list[Chu
     """Passages of at most ``max_chars`` characters, cut at line ends (a longer line in
     pieces of its own)."""
     chunks: list[Chunk] = []
-    line = 1  # the document line number of the page's first line
-    for page in pages:
-        lines = page.text.split("\n")
+    ordered = sorted(pages, key=lambda page: page.number)
+    numbered = numbered_pages(page.text for page in ordered)
+    for page, (line, lines) in zip(ordered, numbered, strict=True):
         buffer: list[str] = []
         first = line
         size = 0
@@ -51,7 +52,6 @@ def chunk_pages(pages: list[Page], max_chars: int = MAX_CHUNK_CHARS) -> list[Chu
             buffer.append(text)
             size += len(text) + 1
         _close(chunks, buffer, page.number, first)
-        line += len(lines) + 1  # the blank line between pages
     return chunks
 
 
