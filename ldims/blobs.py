@@ -8,6 +8,8 @@ half-written one is never visible. Past ``max_bytes`` the write stops with 413.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import hashlib
 import os
 import tempfile
@@ -51,9 +53,13 @@ class BlobWriter:
         self._hash.update(chunk)
         self._file.write(chunk)
 
-    def commit(self) -> StoredBlob:
+    def commit(self, durable: bool = True) -> StoredBlob:
+        """Name the body by its hash. ``durable=False``: without its own fsync — for a batch
+        whose rows are recorded after one :meth:`BlobStore.sync` (a fsync each was half of
+        a 3,000-file folder's first scan)."""
         self._file.flush()
-        os.fsync(self._file.fileno())
+        if durable:
+            os.fsync(self._file.fileno())
         self._file.close()
         sha256 = self._hash.hexdigest()
         target = self._store.path(sha256)
@@ -85,6 +91,23 @@ class BlobStore:
     def writer(self, max_bytes: int) -> BlobWriter:
         return BlobWriter(self, max_bytes)
 
+    def sync(self) -> None:
+        """Make every original written so far durable at once (the file system's ``syncfs``;
+        ``sync`` where there is none): what a batch of ``commit(durable=False)`` needs before
+        its rows say the originals are there."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        syncfs = getattr(_libc(), "syncfs", None)
+        if syncfs is None:
+            os.sync()
+            return
+        handle = os.open(self.root, os.O_RDONLY)
+        try:
+            if syncfs(handle) != 0:
+                error = ctypes.get_errno()
+                raise OSError(error, os.strerror(error), str(self.root))
+        finally:
+            os.close(handle)
+
     def delete(self, sha256: str) -> None:
         with contextlib.suppress(FileNotFoundError):
             self.path(sha256).unlink()
@@ -99,3 +122,8 @@ class BlobStore:
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile
                 found[path.name] = path.stat().st_mtime
         return found
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)

@@ -204,7 +204,9 @@ class Intake:
     ) -> list[IngestOutcome]:
         """Record files of a folder collection in one transaction — each a new document or
         a new version of the one its id names (a file's content may be another file's:
-        folder documents are never duplicates) — and queue them in a few extract messages."""
+        folder documents are never duplicates) — and queue them in a few extract messages.
+        Their originals may have been committed without their own fsync: one sync of the
+        store makes them all durable before a row names them."""
         if not uploads:
             return []
         try:
@@ -212,6 +214,7 @@ class Intake:
         except ServiceUnavailable:
             self.discard_blobs(upload.blob.sha256 for upload in uploads)
             raise
+        self.blobs.sync()
         replaced: list[str] = []
         outcomes = []
         with self.catalog.session() as session:

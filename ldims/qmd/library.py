@@ -393,7 +393,7 @@ class Library:
             writer.abort()
             report.skipped.append((file.path, "empty"))
             return None
-        blob = writer.commit()
+        blob = writer.commit(durable=False)  # made durable with its batch (ingest_folder_files)
         if row is not None:
             document_id = public_document_id(row.id)  # type: ignore[attr-defined]
         else:
