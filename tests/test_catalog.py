@@ -18,6 +18,7 @@ from ldims.catalog import (
     utcnow,
 )
 from ldims.catalog.database import _alembic_config
+from ldims.lifecycle import states
 from tests.conftest import document_row
 
 
@@ -104,10 +105,10 @@ def test_sqlite_runs_in_wal_mode(tmp_path: Path) -> None:
 def test_transitions_only_apply_to_the_version_they_were_keyed_by(catalog: Catalog) -> None:
     add(catalog, "d1", sha="a" * 64)
     with catalog.session() as session:
-        assert repository.start_processing(session, "d1", "b" * 64) is False  # stale task
-        assert repository.start_processing(session, "d1", "a" * 64) is True
-        assert repository.complete(session, "d1", "b" * 64, page_count=1) is False
-        assert repository.complete(session, "d1", "a" * 64, page_count=3) is True
+        assert states.start_processing(session, "d1", "b" * 64) is False  # stale task
+        assert states.start_processing(session, "d1", "a" * 64) is True
+        assert states.complete(session, "d1", "b" * 64, page_count=1) is False
+        assert states.complete(session, "d1", "a" * 64, page_count=3) is True
     with catalog.session() as session:
         document = repository.get_document(session, "d1")
         assert document is not None
@@ -120,7 +121,7 @@ def test_transitions_only_apply_to_the_version_they_were_keyed_by(catalog: Catal
 def test_fail_records_code_and_reason(catalog: Catalog) -> None:
     add(catalog, "d2")
     with catalog.session() as session:
-        assert repository.fail(session, "d2", "a" * 64, "EMPTY_FILE", "nothing in it")
+        assert states.fail(session, "d2", "a" * 64, "EMPTY_FILE", "nothing in it")
     with catalog.session() as session:
         document = repository.get_document(session, "d2")
         assert document is not None

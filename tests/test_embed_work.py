@@ -13,9 +13,10 @@ import pytest
 from alembic import command
 from sqlalchemy import text
 
-from ldims.catalog import Catalog, Document, repository, utcnow, vector_work
+from ldims.catalog import Catalog, Document, repository, utcnow
 from ldims.catalog.database import _alembic_config
-from ldims.catalog.vector_work import Candidate
+from ldims.lifecycle import states, vector_work
+from ldims.lifecycle.vector_work import Candidate
 from ldims.settings import Settings
 from workers.embed_plan import plan
 from workers.embed_scratch import Scratch, digest
@@ -69,7 +70,7 @@ def test_work_is_listed_by_tenant_oldest_first_and_claimed_once(catalog: Catalog
         vector_work.release(session, "a/1", "a" * 64, "w2", done=4)
         assert vector_work.backlog(session, MODEL) == (3, 6 + 5 + 1, 0)
         assert vector_work.backlog(session, MODEL, "b") == (1, 1, 0)
-        assert repository.record_vectors(session, "b/1", "a" * 64, MODEL, "chunk 0: refused")
+        assert states.record_vectors(session, "b/1", "a" * 64, MODEL, "chunk 0: refused")
     with catalog.session() as session:
         assert vector_work.backlog(session, MODEL, "b") == (0, 0, 1)
         assert vector_work.backlog(session, "model-b", "b") == (2, 2, 0)  # another model

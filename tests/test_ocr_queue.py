@@ -17,6 +17,7 @@ from PIL import Image, ImageDraw, ImageFont
 from ldims.catalog import Catalog, repository, utcnow
 from ldims.documents import status_of
 from ldims.errors import OcrDeferred, PermanentError
+from ldims.lifecycle import states
 from ldims.settings import Settings
 from tests.conftest import DOCS, Stack, document_row, key_of
 from workers import pipeline, reconcile
@@ -136,8 +137,8 @@ def _stale_scan(catalog: Catalog, doc_id: str, sha: str) -> None:
             )
         )
     with catalog.session() as session:
-        assert repository.wait_for_ocr(session, doc_id, sha)
-        assert not repository.wait_for_ocr(session, doc_id, "f" * 64)  # another version: no
+        assert states.wait_for_ocr(session, doc_id, sha)
+        assert not states.wait_for_ocr(session, doc_id, "f" * 64)  # another version: no
     with catalog.session() as session:
         document = repository.get_document(session, doc_id)
         assert document is not None and document.attempts == 0

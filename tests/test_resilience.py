@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 
 from indexer import DocumentIndex
 from ldims.catalog import Catalog, repository, utcnow
+from ldims.lifecycle import states
 from ldims.settings import Settings
 from runtime import create_app
 from tests.conftest import RedisServer, Stack, key_of, wait_until
@@ -157,7 +158,7 @@ def test_a_duplicate_delivery_of_a_held_document_is_dropped(
     # in which a holder counts as live, and the holder must be live when the duplicate comes.
     with rt.sandbox:
         with rt.catalog.session() as session:
-            repository.start_processing(session, key, sha)  # a live worker took it just now
+            states.start_processing(session, key, sha)  # a live worker took it just now
         assert pipeline.run_extract(rt, key, sha, first_delivery=True) is False
         assert _attempts(settings, [doc_id]) == [1]
         # The holder keeps it fresh with heartbeats for as long as it works...

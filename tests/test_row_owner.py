@@ -1,4 +1,4 @@
-"""One writer of document rows: ``ldims/catalog`` (``repository`` for a row's life and states,
+"""One writer of document rows: ``ldims/lifecycle`` (``states`` for a row's life and states,
 ``vector_work`` for its vector progress). Every other module asks it — read by inspecting the
 source of every module of ours: none builds a ``Document``, runs an UPDATE, INSERT or DELETE of
 ``documents``, adds or deletes a document through a session, or assigns a document column.
@@ -10,13 +10,14 @@ records of ours with a field of the same name are listed below with what they ar
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from ldims.catalog.models import Document
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("api", "ldims", "runtime", "workers")
-OWNER = "ldims/catalog/"
+OWNER = "ldims/lifecycle/"
 COLUMNS = {attribute.key for attribute in Document.__mapper__.column_attrs}
 # Objects of other kinds whose field has a document column's name.
 NOT_DOCUMENTS = {
@@ -49,6 +50,8 @@ def _writes(name: str, source: str) -> list[tuple[int, str]]:
                 found.append((node.lineno, "builds a Document"))
             if function in ("update", "insert", "delete") and arguments[:1] == ["Document"]:
                 found.append((node.lineno, f"{function}(Document)"))
+            if re.search(r"\bquery\(Document\b.*\.(update|delete)$", function):
+                found.append((node.lineno, "query(Document) … update/delete"))
             if function == "setattr" and arguments[:1] and arguments[0] in SESSION_NAMES:
                 found.append((node.lineno, f"setattr on {arguments[0]}"))
             if (
@@ -76,7 +79,7 @@ def _writes(name: str, source: str) -> list[tuple[int, str]]:
     return found
 
 
-def test_only_the_catalog_writes_document_rows() -> None:
+def test_only_the_lifecycle_writes_document_rows() -> None:
     assert writes_outside_the_owner() == []
 
 
@@ -89,8 +92,9 @@ def test_the_inspection_finds_each_kind_of_write() -> None:
             "session.add(Document(id='a'))",
             "session.execute(update(Document).values(status='failed'))",
             "setattr(document, 'version', 2)",
+            "session.query(Document).filter_by(id=key).update({Document.size: 1})",
             "self.status = 'fine'",  # an object's own field: not a document's
         ]
     )
     lines = sorted(line for line, _ in _writes("ldims/elsewhere.py", source))
-    assert lines == [1, 2, 3, 4, 5, 6]
+    assert lines == [1, 2, 3, 4, 5, 6, 7]

@@ -1,6 +1,6 @@
 """The embedding backlog: what still needs vectors, how fast vectors are made, when it ends.
 
-The documents and chunks still to embed come from the catalog (:mod:`ldims.catalog.vector_work`).
+The documents and chunks still to embed come from the catalog (:mod:`ldims.lifecycle.vector_work`).
 The rate is the embed tasks' own account: after each batch a task adds, per tenant and for all
 of them, an entry "these chunks were embedded between these times" to a Redis sorted set kept
 for ``LDIMS_EMBED_RATE_WINDOW_SECONDS``; the rate is the chunks of the window's entries over
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import redis
 from sqlalchemy.orm import Session
 
-from ldims.catalog import vector_work
+from ldims.lifecycle import vector_work
 from ldims.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -36,8 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 
-from ldims.catalog import Document, DocumentStatus, repository, utcnow, vector_work
+from ldims.catalog import Document, DocumentStatus, repository, utcnow
 from ldims.extracts import discard_unreferenced
+from ldims.lifecycle import states, vector_work
 from ldims.semantic import fingerprint_for
 from workers.embed_run import delete_vectors
 from workers.pipeline import Runtime
@@ -271,7 +272,7 @@ def repair(
                 if row.sha256 and rt.blobs.exists(row.sha256)
             ]
             for key, _ in jobs:
-                repository.requeue(rows[key])
+                states.requeue(rows[key])
         extract_again(jobs)
         repairs.done["extracts_missing"] = len(jobs)
         if lost := len(found.extracts_missing) - len(jobs):

@@ -8,7 +8,7 @@ task (woken by a nudge on the ``embed`` queue, see ``workers.tasks.embed_task``)
 
 1. picks its work from the catalog, round-robin between tenants and their documents, in
    slices (:mod:`workers.embed_plan`), and claims it with a lease it renews while it works
-   (:mod:`ldims.catalog.vector_work`) — two tasks never embed one document at once;
+   (:mod:`ldims.lifecycle.vector_work`) — two tasks never embed one document at once;
 2. embeds the slices in model calls of at most ``LDIMS_EMBED_BATCH_MAX_TOKENS`` tokens,
    starting none after ``LDIMS_EMBED_BATCH_MAX_SECONDS`` (far inside the task's time limit); a
    call that fails is split down to the chunk it fails on, which is given up with its reason
@@ -41,9 +41,10 @@ import numpy as np
 from indexer import IndexedDocument
 from indexer.embedding import Embedder
 from indexer.vectors import VectorRow
-from ldims.catalog import DocumentStatus, repository, utcnow, vector_work
-from ldims.catalog.vector_work import Candidate
+from ldims.catalog import DocumentStatus, repository, utcnow
 from ldims.errors import ProcessingError, TransientError
+from ldims.lifecycle import vector_work
+from ldims.lifecycle.vector_work import Candidate
 from workers import embed_scratch
 from workers.embed_plan import Plan, Rotation, Segment, plan
 from workers.embed_run import EmbedRun, Outcome, delete_vectors, passage, rows

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import redis
 
-from ldims.catalog.vector_work import Candidate
+from ldims.lifecycle.vector_work import Candidate
 from ldims.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -17,9 +17,10 @@ from celery.exceptions import SoftTimeLimitExceeded
 from indexer import Chunk, IndexedDocument, day_number
 from indexer.embedding import Embedder
 from indexer.vectors import NO_DAY, VectorRow, VectorStoreBusy
-from ldims.catalog import Document, DocumentStatus, repository, utcnow, vector_work
-from ldims.catalog.vector_work import Candidate
+from ldims.catalog import Document, DocumentStatus, repository, utcnow
 from ldims.errors import TransientError
+from ldims.lifecycle import states, vector_work
+from ldims.lifecycle.vector_work import Candidate
 from workers import embed_scratch
 from workers.backlog import EmbedRates
 from workers.embed_calls import Calls, EmbedderDown, OutOfTime
@@ -240,12 +241,12 @@ class EmbedRun:
                 progress = work.progress
                 if work in stored and progress is not None:
                     error = _summary(progress.failed)
-                    if repository.record_vectors(
+                    if states.record_vectors(
                         session, work.document_id, work.candidate.sha256, self.fingerprint, error
                     ):
                         continue
                     stale.append(work.document_id)  # deleted or replaced while embedded
-                elif self._given_up(work) and repository.record_vectors(
+                elif self._given_up(work) and states.record_vectors(
                     session,
                     work.document_id,
                     work.candidate.sha256,

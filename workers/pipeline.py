@@ -31,6 +31,7 @@ from ldims.errors import (
     passing_trouble,
 )
 from ldims.extracts import ExtractStore
+from ldims.lifecycle import states
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
 from ldims.text import ExtractionResult
@@ -200,7 +201,7 @@ class Heartbeats:
             for document_id, sha256 in held:
                 try:
                     with self._catalog.session() as session:
-                        repository.touch(session, document_id, sha256)
+                        states.touch(session, document_id, sha256)
                 except Exception:  # a missed beat only risks a harmless duplicate
                     log.warning("heartbeat for %s failed", document_id, exc_info=True)
 
@@ -242,7 +243,7 @@ def run_extract(
             log.info("extract %s: duplicate delivery, a live worker holds it", document_id)
             return False
         if first_delivery and document.attempts >= rt.settings.max_attempts:
-            if repository.fail(
+            if states.fail(
                 session,
                 document_id,
                 sha256,
@@ -253,7 +254,7 @@ def run_extract(
                 log.warning("document %s failed: %s", document_id, "WORKER_LOST")
             return False
         if first_delivery:
-            repository.start_processing(session, document_id, sha256)
+            states.start_processing(session, document_id, sha256)
         mime = document.format or "application/octet-stream"
     if not rt.extracts.exists(sha256, mime):
         path = rt.blobs.path(sha256)
@@ -265,12 +266,12 @@ def run_extract(
                 result = rt.sandbox.run(path, mime, limits)
         except OcrDeferred:
             with rt.catalog.session() as session:
-                if not repository.wait_for_ocr(session, document_id, sha256):
+                if not states.wait_for_ocr(session, document_id, sha256):
                     return False  # replaced or deleted meanwhile
             raise
         rt.extracts.save(sha256, result)
     with rt.catalog.session() as session:
-        return repository.touch(session, document_id, sha256)
+        return states.touch(session, document_id, sha256)
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,7 @@ def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) ->
     with rt.catalog.session() as session:
         for loaded in written:
             job, result = loaded.job, loaded.result
-            done = repository.complete(
+            done = states.complete(
                 session,
                 job.document_id,
                 job.sha256,
@@ -514,7 +515,7 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
             return None
         name = document.name
         if document.status == DocumentStatus.QUEUED.value:
-            repository.start_processing(session, document_id, None)
+            states.start_processing(session, document_id, None)
     blob, head = fetch_to_store(url, rt.settings, rt.blobs)
     with rt.catalog.session() as session:
         document = repository.get_document(session, document_id)
@@ -525,7 +526,7 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
             or DocumentStatus(document.status).is_final  # failed meanwhile (a duplicate fetch)
         ):
             return None
-        repository.fetched(document, blob.sha256, blob.size, detect_format(head, name))
+        states.fetched(document, blob.sha256, blob.size, detect_format(head, name))
     return blob.sha256
 
 
@@ -584,7 +585,7 @@ def still_waiting(rt: Runtime, document_id: str, sha256: str | None, code: str) 
     it as an interrupted attempt. Nothing is marked when the catalog is the trouble."""
     log.warning("document %s waits out %s", document_id, code)
     with contextlib.suppress(Exception), rt.catalog.session() as session:
-        repository.touch(session, document_id, sha256)
+        states.touch(session, document_id, sha256)
 
 
 def record_failure(
@@ -592,5 +593,5 @@ def record_failure(
 ) -> None:
     """End the document ``failed`` with ``code``, unless a newer version replaced it."""
     with rt.catalog.session() as session:
-        if repository.fail(session, document_id, sha256, code, message):
+        if states.fail(session, document_id, sha256, code, message):
             log.warning("document %s failed: %s", document_id, code)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ldims.catalog import DocumentStatus, repository, utcnow
+from ldims.lifecycle import states
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE
 from workers.pipeline import Runtime
 from workers.queues import OCR_QUEUE
@@ -62,7 +63,7 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
             if waiting and queue in busy_queues and document.status_changed_at > patience:
                 continue
             if document.attempts >= rt.settings.max_attempts:
-                repository.fail(
+                states.fail(
                     session,
                     document.id,
                     document.sha256,
@@ -76,13 +77,13 @@ def find_stuck(rt: Runtime, busy_queues: Set[str] = frozenset()) -> ReconcileRep
                     report.fetch.append((document.id, document.source_url))
             elif extracted:
                 # The index stage does not count attempts itself: count its re-drives here.
-                repository.count_attempt(document)
+                states.count_attempt(document)
                 report.index.append((document.id, document.sha256))
             else:
                 (report.ocr if ocr else report.extract).append((document.id, document.sha256))
                 # Back in line: the re-sent task must not take it for one a live worker holds.
-                repository.requeue(document, keep_attempts=True)
-            repository.redriven(document)
+                states.requeue(document, keep_attempts=True)
+            states.redriven(document)
     redriven = len(report.fetch) + len(report.extract) + len(report.ocr) + len(report.index)
     if redriven or report.failed:
         log.warning(

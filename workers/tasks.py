@@ -24,7 +24,7 @@ from celery.exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from celery.utils.time import get_exponential_backoff_interval
 from kombu.exceptions import ChannelError, OperationalError
 
-from ldims.catalog import utcnow, vector_work
+from ldims.catalog import utcnow
 from ldims.errors import (
     OcrDeferred,
     PassingTrouble,
@@ -32,6 +32,7 @@ from ldims.errors import (
     TransientError,
     passing_trouble_is_transient,
 )
+from ldims.lifecycle import vector_work
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, consistency, embed, pipeline, reconcile

@@ -1,6 +1,6 @@
 """The catalog: documents, their versions and states, on SQLAlchemy 2 (SQLite or PostgreSQL)."""
 
-from ldims.catalog import repository, vector_work
+from ldims.catalog import repository
 from ldims.catalog.database import Catalog, upgrade_schema
 from ldims.catalog.models import (
     Document,
@@ -23,5 +23,5 @@ __all__ = [
     "repository",
     "upgrade_schema",
     "utcnow",
-    "vector_work",
+
 ]

@@ -26,6 +26,7 @@ from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, document_key, repository
 from ldims.errors import InvalidInput, NotFound, PermanentError, ServiceUnavailable
 from ldims.extracts import ExtractStore, discard_unreferenced
+from ldims.lifecycle import states
 from ldims.settings import Settings
 from workers import Dispatcher, check_url, detect_format
 
@@ -255,7 +256,7 @@ class Intake:
             found = repository.get_documents(session, _keys(caller, document_ids))
             owned = [d for d in found.values() if d.sha256]
             for document in owned:
-                repository.requeue(document, vectors_too=True)  # they carry the metadata too
+                states.requeue(document, vectors_too=True)  # they carry the metadata too
             queued = [(d.id, str(d.sha256)) for d in owned]
         step = self.settings.extract_batch_max_documents
         for start in range(0, len(queued), step):
@@ -275,7 +276,7 @@ class Intake:
             sha256s = [str(d.sha256) for d in owned if d.sha256]
             deleted = [d.id for d in owned]
             for document in owned:
-                repository.remove(session, document)
+                states.remove(session, document)
         self.discard_blobs(sha256s)
         if deleted:
             self._publish(lambda: self.dispatcher.delete_from_index(deleted))
@@ -305,7 +306,7 @@ class Intake:
         with self.catalog.session() as session:
             document = owned_document(session, caller, document_id)
             sha256, key = document.sha256, document.id
-            repository.remove(session, document)
+            states.remove(session, document)
         if sha256:
             self.discard_blob(sha256)
         self._publish(lambda: self.dispatcher.delete_from_index([key]))
@@ -397,7 +398,7 @@ class Intake:
         meta: DocumentMeta,
         fields: dict[str, object],
     ) -> Document:
-        return repository.add_document(
+        return states.add_document(
             session,
             document_id=document_key(tenant, document_id),
             tenant=tenant,
@@ -411,7 +412,7 @@ class Intake:
 
     @staticmethod
     def _new_version(document: Document, meta: DocumentMeta, fields: dict[str, object]) -> None:
-        repository.new_version(
+        states.new_version(
             document,
             name=meta.name,
             collection=meta.collection,

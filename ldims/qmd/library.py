@@ -25,6 +25,7 @@ from ldims.catalog.models import FolderCollection, PathContext
 from ldims.documents import DocumentMeta, Documents
 from ldims.documents.intake import FolderUpload
 from ldims.errors import InvalidInput, PayloadTooLarge
+from ldims.lifecycle import states
 from ldims.qmd.errors import CollectionExists, UnknownCollection
 from ldims.qmd.folders import DEFAULT_MASK, FolderFile, check_mask, open_file, scan
 from ldims.qmd.text import decode_path
@@ -349,10 +350,7 @@ class Library:
         gone = [public_document_id(row.id) for path, row in known.items() if path not in seen]
         report.removed = self.documents.intake.delete_many(caller, gone)
         with self.catalog.session() as session:
-            for document_id, mtime_ns in touched:
-                session.query(Document).filter_by(id=document_id).update(
-                    {Document.source_mtime_ns: mtime_ns}, synchronize_session=False
-                )
+            states.source_seen(session, touched)
             folder_row = session.get(FolderCollection, (caller.tenant, name))
             if folder_row is not None:
                 folder_row.updated_at = utcnow()

@@ -349,7 +349,8 @@ def embed(force: bool, retry_failed: bool) -> None:
     """Wake the embed stage for the completed documents that need vectors (a new model, a lost
     message; --force: all of them, e.g. after a reindex; --retry-failed: those whose chunks
     the model refused, e.g. after fixing the endpoint). The embed worker writes them."""
-    from ldims.catalog import Catalog, repository, vector_work
+    from ldims.catalog import Catalog, repository
+    from ldims.lifecycle import vector_work
     from ldims.semantic import fingerprint_for
     from workers import Dispatcher
 
