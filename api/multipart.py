@@ -22,6 +22,7 @@ from python_multipart.multipart import MultipartParseError, MultipartParser, par
 
 from ldims.blobs import BlobStore, BlobWriter, StoredBlob
 from ldims.errors import InvalidInput, PayloadTooLarge
+from ldims.lifecycle.contents import receive_original
 
 MAX_FIELD_BYTES = 64 * 1024
 MAX_FIELDS = 32  # the forms have at most six fields; the rest is room, not a use
@@ -100,7 +101,7 @@ class _Collector:
                     )
                 self._part_is_file = True
                 filename = options.get(b"filename", b"").decode("utf-8", "replace")
-                self.writer = self.blobs.writer(self.max_bytes)
+                self.writer = receive_original(self.blobs, self.max_bytes)
                 self.files.append((self.writer, filename))
         self._header_name, self._header_value = b"", b""
 

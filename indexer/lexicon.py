@@ -163,7 +163,7 @@ class Lexicon:
         self.path = folder / FILE
         self._lock = threading.Lock()
 
-    # --- whether it holds every document (see workers.lexicon_sync) ----------------------------
+    # --- whether it holds every document (see ldims.lifecycle.index) ---------------------------
     @property
     def complete(self) -> bool:
         """Whether the file holds every indexed document: it was rebuilt (or started with the

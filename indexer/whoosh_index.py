@@ -148,7 +148,7 @@ class DocumentIndex:
             self.path, max_idle=max_idle_searchers, max_open=max_searchers
         )
         # qmd's BM25 (SQLite FTS5), written in the same batches (see indexer.lexicon) when
-        # ``lexical`` (the qmd toolset is served); see workers.lexicon_sync.
+        # ``lexical`` (the qmd toolset is served); see ldims.lifecycle.index.follow_toolset.
         self.lexicon = Lexicon(self.path)
         self.lexical = lexical
 

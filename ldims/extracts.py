@@ -9,11 +9,8 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 
-from ldims.blobs import BlobStore
-from ldims.catalog import Catalog, Document
 from ldims.text import ExtractionResult
 
 EXTRACTOR_VERSION = 2
@@ -67,22 +64,3 @@ class ExtractStore:
         for path in (self.root / sha256[:2]).glob(f"{sha256}.*.json"):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
-
-
-def discard_unreferenced(
-    catalog: Catalog, blobs: BlobStore, extracts: ExtractStore, sha256s: Iterable[str]
-) -> list[str]:
-    """Remove the originals (and their extractions) of ``sha256s`` that no document row refers
-    to, checked in one catalog query; the ones removed. The one place a content's files go: a
-    delete, a new version, a refused upload, ``ldims check --repair``."""
-    wanted = set(sha256s)
-    if not wanted:
-        return []
-    with catalog.session() as session:
-        rows = session.query(Document.sha256).filter(Document.sha256.in_(sorted(wanted)))
-        in_use = {sha256 for (sha256,) in rows}
-    gone = sorted(wanted - in_use)
-    for sha256 in gone:
-        blobs.delete(sha256)
-        extracts.delete(sha256)
-    return gone

@@ -14,6 +14,8 @@ from click.testing import CliRunner
 from sqlalchemy import update
 
 from ldims.catalog import Document, utcnow
+from ldims.lifecycle.index import indexed_document, reindex_completed
+from ldims.lifecycle.vectors import vector_rows
 from ldims.semantic import fingerprint_for
 from ldims.settings import Settings, get_settings
 from ldims.text import ExtractionResult, Page
@@ -21,8 +23,7 @@ from runtime.cli.main import cli
 from tests.conftest import document_row
 from workers import consistency
 from workers.consistency import Findings, inspect, repair
-from workers.embed_run import rows
-from workers.pipeline import Runtime, indexed_document, reindex_completed
+from workers.pipeline import Runtime
 
 TEXTS = {
     "acme/aaaa": "# Herons\n\nThe grey heron waits at the pond.\n",
@@ -76,7 +77,7 @@ def rt(tmp_path: Path) -> Runtime:
             loaded = indexed_document(
                 document, rt.extracts.load(document.sha256 or "", "text/markdown")
             )
-            writer.replace(key, rows(loaded, [0]), np.ones((1, 4), dtype=np.float32))
+            writer.replace(key, vector_rows(loaded, [0]), np.ones((1, 4), dtype=np.float32))
     return rt
 
 

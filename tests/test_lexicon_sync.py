@@ -13,11 +13,11 @@ import pytest
 from indexer import DocumentIndex
 from ldims.catalog import Catalog, Document
 from ldims.extracts import ExtractStore
+from ldims.lifecycle.index import follow_toolset, indexed_document, reindex_completed
 from ldims.settings import Settings
 from ldims.text import ExtractionResult, Page
 from tests.conftest import document_row
-from workers.lexicon_sync import follow_toolset
-from workers.pipeline import Runtime, indexed_document, reindex_completed
+from workers.pipeline import Runtime
 
 TEXTS = {
     "acme/aaaa": "# Herons\n\nThe grey heron waits at the pond.\n",

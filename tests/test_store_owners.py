@@ -1,16 +1,13 @@
-"""Who writes each store, read from the source of every module of ours: the writers of the
-index, qmd's lexicon, the vectors, the originals and the extractions are the modules named
-here, and a new one fails this test (document rows: tests/test_row_owner.py).
+"""Who writes each store, read from the source of every module of ours: the index, qmd's
+lexicon, the vectors, the originals and the extractions are written by ``ldims/lifecycle``
+alone (document rows: tests/test_row_owner.py), each by the module named here, and a write
+anywhere else fails this test — a call, or a writing method handed on as a value.
 
-- the index: the index worker's modules alone (it is the index's single writer): the batches
-  and deletes (``workers.pipeline``), the rebuild (``workers.reindex``), the lexicon that follows
-  the qmd toolset (``workers.lexicon_sync``);
-- the vectors: the embed stage (``workers.embed_run``), deletes included;
-- originals: written where bytes arrive (an upload's multipart parser, a bulk or folder file,
-  a fetched URL), removed in one place with their extractions
-  (``ldims.extracts.discard_unreferenced``: only what no row refers to);
-- extractions: written by the extract stage's record (``workers.pipeline``), removed with
-  their original.
+- the index and its lexicon: ``lifecycle/index.py`` (run by the index's single writer, the
+  index worker, and by ``ldims reindex`` / ``ldims serve`` before any worker starts);
+- the vectors: ``lifecycle/vectors.py`` (run by the embed stage and the delete task);
+- originals and extractions: ``lifecycle/contents.py`` (written where bytes arrive and by the
+  extract stage; removed together, only when no row refers to their content).
 """
 
 from __future__ import annotations
@@ -33,18 +30,13 @@ WRITES = {
     "extract deletes": r"extracts\.delete",
 }
 OWNERS = {
-    "index": {"workers/pipeline.py", "workers/reindex.py", "workers/lexicon_sync.py"},
-    "lexicon": {"workers/lexicon_sync.py", "workers/reindex.py", "workers/consistency.py"},
-    "vectors": {"workers/embed_run.py"},
-    "blob writes": {
-        "api/multipart.py",
-        "ldims/documents/intake.py",
-        "ldims/qmd/library.py",
-        "workers/fetch.py",
-    },
-    "blob deletes": {"ldims/extracts.py"},
-    "extract writes": {"workers/pipeline.py"},
-    "extract deletes": {"ldims/extracts.py"},
+    "index": {"ldims/lifecycle/index.py"},
+    "lexicon": {"ldims/lifecycle/index.py"},
+    "vectors": {"ldims/lifecycle/vectors.py"},
+    "blob writes": {"ldims/lifecycle/contents.py"},
+    "blob deletes": {"ldims/lifecycle/contents.py"},
+    "extract writes": {"ldims/lifecycle/contents.py"},
+    "extract deletes": {"ldims/lifecycle/contents.py"},
 }
 
 
@@ -52,10 +44,12 @@ def writers(source: str, patterns: dict[str, str] = WRITES) -> set[str]:
     """The stores ``source`` writes."""
     found = set()
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
-            called = ast.unparse(node.func)
+        # Every attribute named, called or not: ``f(rt.index_writer.delete_documents)`` hands a
+        # write to someone who makes it.
+        if isinstance(node, ast.Attribute):
+            named = ast.unparse(node)
             for store, pattern in patterns.items():
-                if re.search(rf"(^|\.){pattern}$", called):
+                if re.search(rf"(^|\.){pattern}$", named):
                     found.add(store)
     return found
 
@@ -83,3 +77,5 @@ def test_the_inspection_sees_each_kind_of_write() -> None:
         ]
     )
     assert writers(source) == set(WRITES)
+    # A writing method handed on, not called here, is a write all the same.
+    assert writers("repairs = {'drop': rt.index_writer.delete_documents}") == {"index"}

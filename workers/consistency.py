@@ -37,8 +37,9 @@ from dataclasses import dataclass, field, fields
 from datetime import timedelta
 
 from ldims.catalog import Document, DocumentStatus, repository, utcnow
-from ldims.extracts import discard_unreferenced
+from ldims.lifecycle import index as index_life
 from ldims.lifecycle import states, vector_work
+from ldims.lifecycle.contents import discard_unreferenced
 from ldims.semantic import fingerprint_for
 from workers.embed_run import delete_vectors
 from workers.pipeline import Runtime
@@ -244,7 +245,7 @@ def repair(
         for kind in ("index_missing", "index_stale", "lexicon_missing"):
             repairs.done[kind] = len(getattr(found, kind))
     if found.lexicon_unwanted:
-        rt.index.lexicon.drop()
+        index_life.drop_lexicon(rt.index)
         repairs.done["lexicon_unwanted"] = 1
     if found.vector_orphans:
         delete_vectors(rt, found.vector_orphans)

@@ -45,9 +45,10 @@ from ldims.catalog import DocumentStatus, repository, utcnow
 from ldims.errors import ProcessingError, TransientError
 from ldims.lifecycle import vector_work
 from ldims.lifecycle.vector_work import Candidate
+from ldims.lifecycle.vectors import vector_rows
 from workers import embed_scratch
 from workers.embed_plan import Plan, Rotation, Segment, plan
-from workers.embed_run import EmbedRun, Outcome, delete_vectors, passage, rows
+from workers.embed_run import EmbedRun, Outcome, delete_vectors, passage
 from workers.pipeline import IndexJob, Runtime
 
 __all__ = [
@@ -146,7 +147,7 @@ def embed_documents(
     first = 0
     for document in documents:
         count = len(document.chunks)
-        out.append((rows(document, range(count)), vectors[first : first + count]))
+        out.append((vector_rows(document, range(count)), vectors[first : first + count]))
         first += count
     return out
 

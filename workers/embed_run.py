@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -14,19 +14,20 @@ from datetime import timedelta
 import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 
-from indexer import Chunk, IndexedDocument, day_number
+from indexer import Chunk, IndexedDocument
 from indexer.embedding import Embedder
-from indexer.vectors import NO_DAY, VectorRow, VectorStoreBusy
+from indexer.vectors import VectorStoreBusy
 from ldims.catalog import Document, DocumentStatus, repository, utcnow
-from ldims.errors import TransientError
 from ldims.lifecycle import states, vector_work
+from ldims.lifecycle import vectors as vector_life
+from ldims.lifecycle.index import indexed_document
 from ldims.lifecycle.vector_work import Candidate
 from workers import embed_scratch
 from workers.backlog import EmbedRates
 from workers.embed_calls import Calls, EmbedderDown, OutOfTime
 from workers.embed_plan import Plan
 from workers.embed_scratch import Progress
-from workers.pipeline import Runtime, indexed_document
+from workers.pipeline import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -323,13 +324,14 @@ class EmbedRun:
         return complete
 
     def _write(self, complete: list[_Work]) -> None:
-        with self.rt.vectors.writer(self.fingerprint, self.embedder.dim) as writer:
-            for work in complete:
-                assert work.progress is not None and work.indexed is not None
-                chunks, vectors = work.progress.vectors(work.total)
-                if vectors is None:
-                    vectors = np.zeros((0, self.embedder.dim), np.float32)
-                writer.replace(work.document_id, rows(work.indexed, chunks), vectors)
+        written = []
+        for work in complete:
+            assert work.progress is not None and work.indexed is not None
+            chunks, vectors = work.progress.vectors(work.total)
+            if vectors is None:
+                vectors = np.zeros((0, self.embedder.dim), np.float32)
+            written.append((work.indexed, chunks, vectors))
+        vector_life.replace_vectors(self.rt.vectors, self.fingerprint, self.embedder.dim, written)
 
     def _chunks_by_tenant(self) -> dict[str, int]:
         made: dict[str, int] = {}
@@ -358,23 +360,6 @@ def _where(document: IndexedDocument, number: int) -> str:
     return f"chunk {number} (page {chunk.page}, {lines})"
 
 
-def rows(document: IndexedDocument, chunks: Sequence[int]) -> list[VectorRow]:
-    day = day_number(document.created_at) if document.created_at else NO_DAY
-    return [
-        VectorRow(
-            document_id=document.document_id,
-            chunk=number,
-            version=document.version,
-            tenant=document.tenant,
-            collection=document.collection,
-            document_type=document.document_type,
-            submitter=document.submitter,
-            day=day,
-        )
-        for number in chunks
-    ]
-
-
 def passage(document: IndexedDocument, chunk: Chunk) -> str:
     # The title names what a passage is about where its own words do not (a page of a report).
     title = document.title or document.name
@@ -382,16 +367,7 @@ def passage(document: IndexedDocument, chunk: Chunk) -> str:
 
 
 def delete_vectors(rt: Runtime, document_ids: list[str]) -> None:
-    """Remove the vectors of ``document_ids`` (and their embed scratch)."""
+    """Remove the vectors of ``document_ids`` and their embed scratch."""
     for document_id in document_ids:
         rt.scratch.remove(document_id)
-    store = rt.vectors
-    fingerprint = store.fingerprint()
-    if not document_ids or fingerprint is None:
-        return
-    try:
-        with store.writer(fingerprint, store.dim() or 0) as writer:
-            for document_id in document_ids:
-                writer.delete(document_id)
-    except VectorStoreBusy as exc:
-        raise TransientError("VECTORS_BUSY", str(exc)) from exc
+    vector_life.delete_vectors(rt.vectors, document_ids)

@@ -32,6 +32,7 @@ import httpx
 
 from ldims.blobs import BlobStore, StoredBlob
 from ldims.errors import PayloadTooLarge, PermanentError, TransientError
+from ldims.lifecycle.contents import receive_original
 from ldims.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -281,7 +282,7 @@ def _store_body(
         raise PermanentError(
             "TOO_LARGE", f"The body has {declared} bytes; the limit is {settings.fetch_max_bytes}."
         )
-    writer = blobs.writer(settings.fetch_max_bytes)
+    writer = receive_original(blobs, settings.fetch_max_bytes)
     try:
         for chunk in response.iter_bytes(65536):
             if time.monotonic() > deadline:

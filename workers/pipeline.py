@@ -18,7 +18,7 @@ from datetime import timedelta
 
 import redis
 
-from indexer import DocumentIndex, IndexBusy, IndexedDocument
+from indexer import DocumentIndex
 from indexer.embedding import Embedder
 from indexer.vectors import VectorStore
 from ldims.blobs import BlobStore
@@ -31,11 +31,12 @@ from ldims.errors import (
     passing_trouble,
 )
 from ldims.extracts import ExtractStore
+from ldims.lifecycle import index as index_life
 from ldims.lifecycle import states
+from ldims.lifecycle.contents import keep_extraction
+from ldims.lifecycle.index import IndexJob
 from ldims.semantic import embedder_for, vector_store
 from ldims.settings import Settings, get_settings
-from ldims.text import ExtractionResult
-from ldims.text.chunking import chunk_pages
 from workers.embed_scratch import Scratch
 from workers.extraction import ExtractionLimits, ExtractionSandbox, OcrOptions, detect_format
 from workers.fetch import fetch_to_store
@@ -67,11 +68,9 @@ class Runtime:
     @property
     def index_writer(self) -> DocumentIndex:
         """The index as its single writer (the index worker) writes it: the first time, the
-        qmd lexicon made to follow the qmd toolset (see :mod:`workers.lexicon_sync`)."""
+        qmd lexicon made to follow the qmd toolset (``lifecycle.index.follow_toolset``)."""
         if not self._lexicon_followed:
-            from workers.lexicon_sync import follow_toolset  # it builds on this module
-
-            follow_toolset(self.settings, self.index, self.catalog, self.extracts)
+            index_life.follow_toolset(self.settings, self.index, self.catalog, self.extracts)
             self._lexicon_followed = True
         return self.index
 
@@ -269,24 +268,9 @@ def run_extract(
                 if not states.wait_for_ocr(session, document_id, sha256):
                     return False  # replaced or deleted meanwhile
             raise
-        rt.extracts.save(sha256, result)
+        keep_extraction(rt.extracts, sha256, result)
     with rt.catalog.session() as session:
         return states.touch(session, document_id, sha256)
-
-
-@dataclass(frozen=True)
-class IndexJob:
-    """Index the extracted version ``sha256`` of a document (what an index task names)."""
-
-    document_id: str
-    sha256: str
-
-
-@dataclass
-class _Loaded:
-    job: IndexJob
-    result: ExtractionResult
-    indexed: IndexedDocument
 
 
 def run_index_batch(
@@ -315,7 +299,7 @@ def run_index_batch(
     for job in jobs:
         if _current(documents.get(job.document_id), job.sha256):
             chosen.setdefault(job.document_id, job)
-    part: list[_Loaded] = []
+    part: list[index_life.Loaded] = []
     size = 0
     for job in chosen.values():
         document = documents[job.document_id]
@@ -330,7 +314,8 @@ def run_index_batch(
             part, size = [], 0
         try:
             result = rt.extracts.load(job.sha256, mime)
-            part.append(_Loaded(job, result, indexed_document(document, result)))
+            indexed = index_life.indexed_document(document, result)
+            part.append(index_life.Loaded(job, result, indexed))
         except Exception as exc:
             _settle(rt, job, exc, later)
             continue
@@ -342,13 +327,13 @@ def run_index_batch(
 
 def _write(
     rt: Runtime,
-    part: list[_Loaded],
+    part: list[index_life.Loaded],
     later: dict[IndexJob, ProcessingError],
     completed: list[IndexJob],
 ) -> None:
     """Write ``part`` in one commit (a document that fails is tried alone), then complete."""
     try:
-        failed = _commit(rt.index_writer, part)
+        failed = index_life.commit_part(rt.index_writer, part)
     except Exception as exc:
         # The commit itself failed (lock, disk): nothing of the part was written.
         error = _transient(exc)
@@ -361,74 +346,12 @@ def _write(
     written = [loaded for loaded in part if loaded not in failed]
     for loaded in failed:
         try:
-            _commit(rt.index_writer, [loaded], alone=True)
+            index_life.commit_part(rt.index_writer, [loaded], alone=True)
         except Exception as exc:
             _settle(rt, loaded.job, exc, later)
         else:
             written.append(loaded)
-    _complete(rt, written, completed)
-
-
-def _commit(index: DocumentIndex, part: list[_Loaded], alone: bool = False) -> list[_Loaded]:
-    """Write ``part`` in one commit; return the documents left out because adding them failed.
-
-    A failed add leaves the writer holding part of that document, so the commit is cancelled
-    and made again without it. ``alone``: the one document's failure is raised instead.
-    """
-    remaining, failed = list(part), []
-    while remaining:
-        adding: _Loaded | None = None
-        try:
-            with index.batch() as batch:
-                for adding in remaining:
-                    batch.replace(adding.indexed)
-                adding = None
-        except IndexBusy as exc:
-            raise TransientError("INDEX_BUSY", str(exc)) from exc
-        except Exception:
-            if adding is None or alone:
-                raise
-            log.warning(
-                "index %s: could not be written with its batch; trying it alone",
-                adding.job.document_id,
-            )
-            failed.append(adding)
-            remaining.remove(adding)
-            continue
-        break
-    return failed
-
-
-def _complete(rt: Runtime, written: list[_Loaded], completed: list[IndexJob]) -> None:
-    """Mark the written versions completed; remove the chunks of documents deleted meanwhile."""
-    gone = []
-    with rt.catalog.session() as session:
-        for loaded in written:
-            job, result = loaded.job, loaded.result
-            done = states.complete(
-                session,
-                job.document_id,
-                job.sha256,
-                extracted_at=utcnow(),
-                extractor=result.extractor,
-                page_count=len(result.pages),
-                title=result.metadata.get("title"),
-                language=result.metadata.get("language"),
-                format=result.format,
-                chunk_count=len(loaded.indexed.chunks),
-                **ocr_facts(result),
-            )
-            if done:
-                completed.append(job)
-            # Not completed: replaced (its new version's task writes over these chunks) or
-            # deleted while the batch was written (its delete task may have run before).
-            if not done and repository.get_document(session, job.document_id) is None:
-                gone.append(job.document_id)
-    if gone:
-        try:
-            rt.index_writer.delete_documents(gone)
-        except IndexBusy:
-            log.warning("%d deleted documents left in the index for the reconciler", len(gone))
+    index_life.complete_written(rt, written, completed)
 
 
 def _transient(exc: Exception) -> ProcessingError:
@@ -459,54 +382,6 @@ def _settle(
     record_failure(rt, job.document_id, job.sha256, code, message)
 
 
-def ocr_facts(result: ExtractionResult) -> dict[str, object]:
-    """What the record keeps of a version's text recognition (None: no page was read)."""
-    pages = result.metadata.get("ocr_pages") or []
-    return {
-        "ocr_pages": ",".join(str(number) for number in pages) or None,
-        "ocr_confidence": result.metadata.get("ocr_confidence") if pages else None,
-    }
-
-
-def indexed_document(document: Document, result: ExtractionResult) -> IndexedDocument:
-    """What the index stores of a document version and its extraction."""
-    return IndexedDocument(
-        document_id=document.id,
-        tenant=document.tenant,
-        collection=document.collection,
-        name=document.name,
-        version=document.version,
-        chunks=chunk_pages(result.pages),
-        title=result.metadata.get("title") or document.title,
-        document_type=document.document_type,
-        submitter=document.submitter,
-        format=result.format,
-        language=result.metadata.get("language"),
-        created_at=document.created_at,
-    )
-
-
-def completed_versions(
-    catalog: Catalog, extracts: ExtractStore, batch_size: int = 200
-) -> Iterator[tuple[int, list[IndexedDocument]]]:
-    """Every completed document as the index stores it, from its stored extraction, in id
-    order, ``batch_size`` catalog rows at a time: (rows read, those with an extraction) — what
-    a rebuild of the index or of qmd's lexicon writes."""
-    last_id = ""
-    while True:
-        with catalog.session() as session:
-            documents = repository.completed_documents(session, last_id, batch_size)
-        if not documents:
-            return
-        loaded = []
-        for document in documents:
-            fmt = document.format or ""
-            if document.sha256 and extracts.exists(document.sha256, fmt):
-                loaded.append(indexed_document(document, extracts.load(document.sha256, fmt)))
-        yield len(documents), loaded
-        last_id = documents[-1].id
-
-
 def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
     """Download a webhook document's body; return its sha256 when extraction should follow."""
     with rt.catalog.session() as session:
@@ -528,55 +403,6 @@ def run_fetch(rt: Runtime, document_id: str, url: str) -> str | None:
             return None
         states.fetched(document, blob.sha256, blob.size, detect_format(head, name))
     return blob.sha256
-
-
-def reindex_completed(rt: Runtime, jobs: Sequence[tuple[str, str]]) -> list[str]:
-    """Write again the chunks (and qmd's rows) of completed versions — ``(document_id,
-    sha256)`` pairs still completed at that version — from their stored extractions: the
-    index worker's repair of an index that lost or holds a stale copy of them (the ``index``
-    task takes only versions in flight); the ones written."""
-    with rt.catalog.session() as session:
-        documents = repository.get_documents(session, {key for key, _ in jobs})
-    written = []
-    try:
-        with rt.index_writer.batch() as batch:
-            for key, sha256 in dict(jobs).items():
-                document = documents.get(key)
-                if (
-                    document is None
-                    or document.sha256 != sha256
-                    or document.status != DocumentStatus.COMPLETED.value
-                ):
-                    continue  # replaced, deleted or in flight since: its own path writes it
-                fmt = document.format or ""
-                if rt.extracts.exists(sha256, fmt):
-                    batch.replace(indexed_document(document, rt.extracts.load(sha256, fmt)))
-                    written.append(key)
-    except IndexBusy as exc:
-        raise TransientError("INDEX_BUSY", str(exc)) from exc
-    return written
-
-
-def delete_from_index(rt: Runtime, document_ids: list[str]) -> list[str]:
-    """Remove the chunks of documents that are no longer in the catalog; return those."""
-    with rt.catalog.session() as session:
-        kept = repository.existing_ids(session, set(document_ids))
-    gone = [document_id for document_id in document_ids if document_id not in kept]
-    try:
-        rt.index_writer.delete_documents(gone)
-    except IndexBusy as exc:
-        raise TransientError("INDEX_BUSY", str(exc)) from exc
-    return gone
-
-
-def optimize_index(rt: Runtime) -> None:
-    """Merge the index's segments into one."""
-    try:
-        rt.index_writer.optimize()
-    except IndexBusy as exc:
-        raise TransientError("INDEX_BUSY", str(exc)) from exc
-    finally:
-        release_free_memory()
 
 
 def still_waiting(rt: Runtime, document_id: str, sha256: str | None, code: str) -> None:

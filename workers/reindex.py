@@ -18,17 +18,17 @@ from indexer import SCHEMA_VERSION, DocumentIndex, replace_folder
 from ldims.catalog import Catalog, DocumentStatus, repository, utcnow
 from ldims.errors import LdimsError
 from ldims.extracts import ExtractStore
+from ldims.lifecycle import index as index_life
 from ldims.settings import Settings
 from workers.dispatch import Dispatcher
-from workers.lexicon_sync import follow_toolset
-from workers.pipeline import completed_versions, indexed_document
 
 log = logging.getLogger(__name__)
 
 
 def rebuild_if_needed(settings: Settings) -> int | None:
     """Rebuild when this version's index is not ready; the number of documents, or None.
-    The qmd lexicon is made to follow the qmd toolset either way (:mod:`workers.lexicon_sync`)."""
+    The qmd lexicon is made to follow the qmd toolset either way
+    (:func:`ldims.lifecycle.index.follow_toolset`)."""
     index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
     catalog = Catalog(settings.catalog_url)
     try:
@@ -37,8 +37,8 @@ def rebuild_if_needed(settings: Settings) -> int | None:
                 if repository.completed_documents(session, limit=1):
                     index.close()
                     return rebuild(settings)
-            index.mark_ready()  # nothing to rebuild from: a new install
-        follow_toolset(settings, index, catalog, ExtractStore(settings.extracts_dir))
+            index_life.mark_new_index_ready(index)
+        index_life.follow_toolset(settings, index, catalog, ExtractStore(settings.extracts_dir))
         return None
     finally:
         catalog.dispose()
@@ -54,19 +54,7 @@ def rebuild(
     name = f"v{SCHEMA_VERSION}.building"
     shutil.rmtree(settings.index_dir / name, ignore_errors=True)
     building = DocumentIndex(settings.index_dir, folder=name, lexical=settings.qmd_lexicon)
-    count = 0
-    for rows, loaded in completed_versions(catalog, extracts, batch_size):
-        with building.batch() as batch:
-            for document in loaded:
-                batch.replace(document)
-        count += len(loaded)
-        if progress:
-            progress(rows)
-    # One segment before readers see it: a fresh rebuild is the cheapest time to merge.
-    building.optimize()
-    building.mark_ready()
-    if building.lexical:
-        building.lexicon.mark_complete()
+    count = index_life.build(building, catalog, extracts, batch_size, progress)
     building.close()
     replace_folder(settings.index_dir, building.path)
     _catch_up(settings, catalog, extracts, started)
@@ -104,11 +92,4 @@ def _catch_up(
     finally:
         dispatcher.close()
     index = DocumentIndex(settings.index_dir, lexical=settings.qmd_lexicon)
-    with index.batch() as batch:
-        for document in changed:
-            fmt = document.format or ""
-            completed = document.status == DocumentStatus.COMPLETED.value
-            if completed and document.sha256 and extracts.exists(document.sha256, fmt):
-                batch.replace(indexed_document(document, extracts.load(document.sha256, fmt)))
-            elif not completed:
-                batch.delete(document.id)
+    index_life.write_changed(index, changed, extracts)

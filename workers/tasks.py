@@ -32,11 +32,13 @@ from ldims.errors import (
     TransientError,
     passing_trouble_is_transient,
 )
+from ldims.lifecycle import index as index_life
 from ldims.lifecycle import vector_work
 from ldims.semantic import fingerprint_for
 from ldims.settings import get_settings
 from workers import batching, consistency, embed, pipeline, reconcile
 from workers.celery_app import EXTRACT_QUEUE, INDEX_QUEUE, app
+from workers.heap import release_free_memory
 from workers.queues import EMBED_QUEUE, EXTRACT_SINGLE_QUEUE, OCR_QUEUE
 
 log = logging.getLogger(__name__)
@@ -454,13 +456,13 @@ def index_one(self: Task, document_id: str, sha256: str) -> None:
 @app.task(name="ldims.delete_from_index", **_RETRY)
 def delete_from_index(document_ids: list[str]) -> None:
     rt = pipeline.runtime()
-    embed.delete_vectors(rt, pipeline.delete_from_index(rt, document_ids))
+    embed.delete_vectors(rt, index_life.delete_from_index(rt, document_ids))
 
 
 @app.task(name="ldims.reindex_documents", **_RETRY)
 def reindex_documents(jobs: list[list[str]]) -> None:
     """Index completed versions again (``ldims check --repair``, ``ldims reindex``'s catch-up)."""
-    pipeline.reindex_completed(pipeline.runtime(), [(key, sha256) for key, sha256 in jobs])
+    index_life.reindex_completed(pipeline.runtime(), [(key, sha256) for key, sha256 in jobs])
 
 
 @app.task(name="ldims.optimize_index", **_RETRY)
@@ -471,7 +473,10 @@ def optimize_index() -> None:
     if INDEX_QUEUE in _busy_queues():
         log.info("optimize skipped: documents are waiting for the index")
         return
-    pipeline.optimize_index(pipeline.runtime())
+    try:
+        index_life.optimize_index(pipeline.runtime())
+    finally:
+        release_free_memory()  # the merge leaves the long-lived writer's heap scattered
 
 
 def _busy_queues() -> frozenset[str]:
@@ -529,8 +534,8 @@ def _repairers(rt: pipeline.Runtime) -> dict[str, Any]:
     """How a repair run in the index worker (the single index writer) acts: on the index
     itself, and through the other stages' queues."""
     return {
-        "index_again": lambda jobs: pipeline.reindex_completed(rt, jobs),
-        "drop_from_index": rt.index_writer.delete_documents,
+        "index_again": lambda jobs: index_life.reindex_completed(rt, jobs),
+        "drop_from_index": lambda ids: index_life.delete_from_index(rt, ids),
         "extract_again": lambda jobs: [_send(extract, key, sha256) for key, sha256 in jobs],
         "nudge_embed": lambda: _nudge_embed(0.0),
     }

@@ -25,8 +25,9 @@ from ldims.blobs import BlobStore, StoredBlob
 from ldims.caller import Caller
 from ldims.catalog import Catalog, Document, document_key, repository
 from ldims.errors import InvalidInput, NotFound, PermanentError, ServiceUnavailable
-from ldims.extracts import ExtractStore, discard_unreferenced
+from ldims.extracts import ExtractStore
 from ldims.lifecycle import states
+from ldims.lifecycle.contents import discard_unreferenced, receive_original
 from ldims.settings import Settings
 from workers import Dispatcher, check_url, detect_format
 
@@ -144,7 +145,7 @@ class Intake:
         """Store ``data`` as an original and record it (MCP ingest, inline webhook content)."""
         if document_id is not None:
             validate_document_id(document_id)
-        writer = self.blobs.writer(self.settings.max_upload_bytes)
+        writer = receive_original(self.blobs, self.settings.max_upload_bytes)
         try:
             writer.write(data)
         except BaseException:

@@ -26,6 +26,7 @@ from ldims.documents import DocumentMeta, Documents
 from ldims.documents.intake import FolderUpload
 from ldims.errors import InvalidInput, PayloadTooLarge
 from ldims.lifecycle import states
+from ldims.lifecycle.contents import receive_original
 from ldims.qmd.errors import CollectionExists, UnknownCollection
 from ldims.qmd.folders import DEFAULT_MASK, FolderFile, check_mask, open_file, scan
 from ldims.qmd.text import decode_path
@@ -370,7 +371,7 @@ class Library:
         if file.size > limit:
             report.skipped.append((file.path, f"larger than {limit} bytes"))
             return None
-        writer = self.documents.intake.blobs.writer(limit)
+        writer = receive_original(self.documents.intake.blobs, limit)
         try:
             with open_file(file) as handle:
                 while chunk := handle.read(1 << 20):
