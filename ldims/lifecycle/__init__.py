@@ -20,11 +20,12 @@ operation    order of writes                                  a crash between tw
 ============ ================================================ ==============================
 ingest       original stored (durable) → row added (queued)   an original no row names:
              → extract queued                                 swept after an hour's grace
-new version  new original → row's next version (queued) →     the old version stays served
-             old content discarded if no row names it →        until the new one is indexed
-             extract → index replaces chunks and lexicon      (one Whoosh/FTS5 commit: whole
-             rows at once → completed → vectors replaced       or not at all); stale vectors
-                                                              are never served (version)
+new version  new original → row's next version (queued) →     reads answer 202 until it is
+             old content discarded if no row names it →        completed; the index replaces
+             extract → index replaces chunks and lexicon      the old chunks in one Whoosh/
+             rows at once → completed → vectors replaced       FTS5 commit (whole or not at
+                                                              all); vectors of another
+                                                              version are never served
 extract      extraction stored → row touched → index queued   re-driven by the reconciler;
                                                               the extraction is reused
 index        chunks + lexicon rows in one commit → row        indexed but not completed:
