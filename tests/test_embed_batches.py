@@ -142,12 +142,12 @@ def env_factory(
         # The embed worker's own limits (a worker's time limits are its process's).
         worker_settings = stack.settings.model_copy(update=embed_worker or {})
         embed = Worker(worker_settings, "embed", tmp_path / "embed.log", log_level="INFO")
+        stack.more_workers.append(embed)  # stopped with the stack, all at once
         made.append((server, embed))
         return Env(stack, server, embed)
 
     yield make
-    for server, embed in made:
-        embed.stop()
+    for server, _ in made:
         server.stop()
 
 

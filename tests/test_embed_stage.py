@@ -52,8 +52,8 @@ def semantic_stack(
     redis.Redis.from_url(shared_redis.url).flushdb()
     stack = stack_factory(shared_redis.url, embedding_model="use")
     embed = Worker(stack.settings, "embed", tmp_path / "embed.log").start()
-    yield stack, embed
-    embed.stop()
+    stack.more_workers.append(embed)  # stopped with the stack, all at once
+    return stack, embed
 
 
 def document(stack: Stack, document_id: str) -> dict[str, Any]:
