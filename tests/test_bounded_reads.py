@@ -196,12 +196,14 @@ def big(tmp_path_factory: pytest.TempPathFactory, shared_redis: RedisServer) -> 
     texts = {"oneline.txt": oneline, "lines.md": prose(8 * MB, 6, 12)}
     stack.ids = {}
     try:
+        # Both uploaded first: one is indexed while the other is extracted.
         for name, text in texts.items():
             answer = stack.upload(name, text.encode(), collection="big")
             assert answer.status_code == 202, answer.text
-            done = stack.wait_final(answer.json()["documentId"], timeout=300)
+            stack.ids[name] = answer.json()["documentId"]
+        for name, text in texts.items():
+            done = stack.wait_final(stack.ids[name], timeout=300)
             assert done["status"] == "completed", done
-            stack.ids[name] = done["documentId"]
             assert done["chunks"] >= len(text) // MAX_CHUNK_CHARS  # not one 8 MB chunk
         yield stack, texts
     finally:
