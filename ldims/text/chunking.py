@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from indexer import Chunk
-from ldims.text.lines import numbered_pages
+from ldims.text.lines import in_page_order, numbered_pages
 from ldims.text.model import Page
 
 MAX_CHUNK_CHARS = 2000
@@ -30,7 +30,7 @@ def chunk_pages(pages: list[Page], max_chars: int = MAX_CHUNK_CHARS) -> list[Chu
     """Passages of at most ``max_chars`` characters, cut at line ends (a longer line in
     pieces of its own)."""
     chunks: list[Chunk] = []
-    ordered = sorted(pages, key=lambda page: page.number)
+    ordered = in_page_order(pages)
     numbered = numbered_pages(page.text for page in ordered)
     for page, (line, lines) in zip(ordered, numbered, strict=True):
         buffer: list[str] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from ldims.text.model import ExtractionResult
+from ldims.text.model import ExtractionResult, Page
 
 # The text between page n-1 and page n (n >= 2): one line of its own, newlines around it.
 Separator = Callable[[int], str]
@@ -23,11 +23,16 @@ def blank_line(number: int) -> str:
     return "\n\n"
 
 
+def in_page_order(pages: Iterable[Page]) -> list[Page]:
+    """``pages`` in the order their lines are counted."""
+    return sorted(pages, key=lambda page: page.number)
+
+
 def page_texts(result: ExtractionResult) -> list[str]:
     """The texts a document's lines are counted over: its pages' in page order, or its
     ``text`` when it has none."""
     if result.pages:
-        return [page.text for page in sorted(result.pages, key=lambda page: page.number)]
+        return [page.text for page in in_page_order(result.pages)]
     return [result.text]
 
 

@@ -206,10 +206,10 @@ def update(watch: bool, names: tuple[str, ...], tenant: str | None) -> None:
             _print_report(report)
         click.echo("✓ All collections updated.")
         if watch:
-            _watch(qmd, caller, list(names) or None, reports)
+            _watch(qmd, caller, reports)
 
 
-def _watch(qmd: Any, caller: Any, names: list[str] | None, reports: list[Any]) -> None:
+def _watch(qmd: Any, caller: Any, reports: list[Any]) -> None:
     """Re-run the update of the folders whenever files change under them (until ^C)."""
     from watchfiles import watch as watch_files
 
@@ -217,19 +217,17 @@ def _watch(qmd: Any, caller: Any, names: list[str] | None, reports: list[Any]) -
     if not folders:
         click.echo("No folder collections to watch.")
         return
-    live = False
+    # yield_on_timeout: the first (possibly empty) batch says the watcher is live; a change
+    # made between the first scan and that moment is caught by one more update then, and only
+    # then does "Watching" promise that later changes are followed.
+    batches = watch_files(
+        *folders, debounce=500, recursive=True, rust_timeout=1000, yield_on_timeout=True
+    )
     with contextlib.suppress(KeyboardInterrupt):
-        # yield_on_timeout: the first (possibly empty) batch says the watcher is live; a change
-        # made between the first scan and that moment is caught by one more update then, and
-        # only then does "Watching" promise that later changes are followed.
-        for changes in watch_files(
-            *folders, debounce=500, recursive=True, rust_timeout=1000, yield_on_timeout=True
-        ):
-            if not live:
-                live = True
-                _update_and_report(qmd, caller, sorted(set(folders.values())), quiet=True)
-                click.echo(f"Watching {len(folders)} folder(s); Ctrl-C stops.")
-                continue
+        next(batches)
+        _update_and_report(qmd, caller, sorted(set(folders.values())), quiet=True)
+        click.echo(f"Watching {len(folders)} folder(s); Ctrl-C stops.")
+        for changes in batches:
             touched = sorted(
                 {
                     name
